@@ -1,0 +1,93 @@
+"""PyTorch / transformers side of the skyrl-model benchmark.
+
+Run by `skyrl-model-bench` (host/model) on the same checkpoint and shapes, so the
+Rust engine and HF transformers are measured side by side; can also run alone:
+
+  OMP_WAIT_POLICY=PASSIVE python bench/model_bench.py --model-dir DIR [--device cpu]
+
+Prints one JSON line: {"gen_tokens_per_s": .., "train_tokens_per_s": .., ...}.
+"""
+import argparse
+import json
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--gen-tokens", type=int, default=64)
+    ap.add_argument("--train-batch", type=int, default=8)
+    ap.add_argument("--train-seq-len", type=int, default=128)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    dtype = getattr(torch, args.dtype)
+    dev = torch.device(args.device)
+    model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=dtype).to(dev)
+    vocab = model.config.vocab_size
+    sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
+
+    # Generation: sampling at temperature 1, exactly gen_tokens new tokens per row.
+    model.eval()
+    prompts = torch.randint(3, vocab, (args.batch, args.prompt_len), device=dev)
+    mask = torch.ones_like(prompts)
+
+    def gen():
+        with torch.no_grad():
+            return model.generate(
+                input_ids=prompts, attention_mask=mask, do_sample=True, temperature=1.0,
+                top_p=1.0, top_k=0, max_new_tokens=args.gen_tokens,
+                min_new_tokens=args.gen_tokens, pad_token_id=0,
+            )
+
+    gen()
+    sync()
+    t = time.perf_counter()
+    for _ in range(args.iters):
+        out = gen()
+    sync()
+    gen_s = (time.perf_counter() - t) / args.iters
+    assert out.shape[1] == args.prompt_len + args.gen_tokens
+
+    # Training: forward + backward of the mean next-token log-prob.
+    model.train()
+    ids = torch.randint(3, vocab, (args.train_batch, args.train_seq_len), device=dev)
+    am = torch.ones_like(ids)
+    pos = am.cumsum(-1) - 1
+
+    def step():
+        logits = model(input_ids=ids, attention_mask=am, position_ids=pos).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+        loss = -logp.mean()
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    step()
+    sync()
+    t = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+    sync()
+    train_s = (time.perf_counter() - t) / args.iters
+
+    print(json.dumps({
+        "gen_tokens_per_s": args.batch * args.gen_tokens / gen_s,
+        "gen_seconds": gen_s,
+        "train_tokens_per_s": args.train_batch * args.train_seq_len / train_s,
+        "train_seconds": train_s,
+        "torch": torch.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+//! Side-by-side throughput of the Rust engine and HF transformers on the same weights:
+//! generation tokens/s (batched sampling with a KV cache) and training tokens/s
+//! (forward + backward of next-token log-probs).
+//!
+//! `cargo run --release -p skyrl-model --bin skyrl-model-bench -- --size tiny`
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use rand::{Rng, SeedableRng};
+use tch::{Device, Kind, Tensor};
+
+use skyrl_model::{init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SamplingParams, TinySize};
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark skyrl-model against PyTorch/transformers")]
+struct Args {
+    /// Existing HF model directory; default: a fresh random tiny model.
+    #[arg(long)]
+    model_dir: Option<PathBuf>,
+    /// Architecture of the generated model (qwen2, llama, qwen3).
+    #[arg(long, default_value = "qwen2")]
+    arch: String,
+    /// Size of the generated model (tiny, small).
+    #[arg(long, default_value = "small")]
+    size: String,
+    /// cpu or cuda.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Intra-op threads for both sides.
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    #[arg(long, default_value_t = 64)]
+    prompt_len: usize,
+    #[arg(long, default_value_t = 64)]
+    gen_tokens: usize,
+    #[arg(long, default_value_t = 8)]
+    train_batch: i64,
+    #[arg(long, default_value_t = 128)]
+    train_seq_len: i64,
+    #[arg(long, default_value_t = 3)]
+    iters: usize,
+    /// Python with torch + transformers (default: $SKYRL_PYTHON, then the project venv).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Measure only the Rust side.
+    #[arg(long)]
+    no_python: bool,
+}
+
+fn main() -> Result<()> {
+    // OpenMP reads its wait policy at start-up: re-exec once with it set.
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        let status = Command::new(std::env::current_exe()?)
+            .args(std::env::args_os().skip(1))
+            .env("OMP_WAIT_POLICY", "PASSIVE")
+            .status()?;
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    let args = Args::parse();
+    tch::set_num_threads(args.threads);
+    let device = match args.device.as_str() {
+        "cpu" => Device::Cpu,
+        "cuda" => Device::Cuda(0),
+        other => bail!("--device must be cpu or cuda, got {other}"),
+    };
+    let _tmp;
+    let dir = match &args.model_dir {
+        Some(d) => d.clone(),
+        None => {
+            _tmp = tempfile::tempdir()?;
+            let d = _tmp.path().join("model");
+            init_tiny_model(Arch::parse(&args.arch)?, TinySize::parse(&args.size)?, &d, 0)?;
+            d
+        }
+    };
+    let model = CausalLm::from_pretrained(&dir, &LoadOptions { device, kind: Kind::Float })?;
+    let config = model.config().clone();
+    println!(
+        "model: {} {} params={} hidden={} layers={} device={:?} threads={}",
+        dir.display(),
+        config.model_type,
+        model.num_parameters(),
+        config.hidden_size,
+        config.num_hidden_layers,
+        device,
+        args.threads
+    );
+    let (rust_gen, rust_train) = bench_rust(model, &args, device)?;
+    println!("rust   : generate {rust_gen:>10.1} tok/s   train {rust_train:>10.1} tok/s");
+    if args.no_python {
+        return Ok(());
+    }
+    let py = bench_python(&args, &dir)?;
+    let py_gen = py["gen_tokens_per_s"].as_f64().context("python gen_tokens_per_s")?;
+    let py_train = py["train_tokens_per_s"].as_f64().context("python train_tokens_per_s")?;
+    println!("python : generate {py_gen:>10.1} tok/s   train {py_train:>10.1} tok/s   (torch {})", py["torch"]);
+    println!(
+        "ratio rust/python: generate {:.2}x   train {:.2}x",
+        rust_gen / py_gen,
+        rust_train / py_train
+    );
+    Ok(())
+}
+
+fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+fn bench_rust(model: CausalLm, args: &Args, device: Device) -> Result<(f64, f64)> {
+    let vocab = model.config().vocab_size;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let prompts: Vec<Vec<i64>> = (0..args.batch)
+        .map(|_| (0..args.prompt_len).map(|_| rng.random_range(3..vocab)).collect())
+        .collect();
+    let params = SamplingParams {
+        temperature: 1.0,
+        max_tokens: args.gen_tokens,
+        ignore_eos: true,
+        seed: Some(0),
+        ..Default::default()
+    };
+    let engine = InferenceEngine::new(model, None).with_max_batch(args.batch);
+    engine.generate(&prompts, &params)?;
+    sync(device);
+    let start = Instant::now();
+    for _ in 0..args.iters {
+        let out = engine.generate(&prompts, &params)?;
+        assert!(out.iter().all(|c| c.token_ids.len() == args.gen_tokens));
+    }
+    sync(device);
+    let gen_s = start.elapsed().as_secs_f64() / args.iters as f64;
+
+    let model = engine.model();
+    let ids = Tensor::randint_low(3, vocab, [args.train_batch, args.train_seq_len], (Kind::Int64, device));
+    let mask = ids.ones_like();
+    let step = || -> Result<()> {
+        let lp = model.forward_logprobs(&ids, &mask)?;
+        let loss = -lp.mean(Kind::Float);
+        loss.backward();
+        for mut v in model.var_store().trainable_variables() {
+            v.zero_grad();
+        }
+        Ok(())
+    };
+    step()?;
+    sync(device);
+    let start = Instant::now();
+    for _ in 0..args.iters {
+        step()?;
+    }
+    sync(device);
+    let train_s = start.elapsed().as_secs_f64() / args.iters as f64;
+    Ok((
+        (args.batch * args.gen_tokens) as f64 / gen_s,
+        (args.train_batch * args.train_seq_len) as f64 / train_s,
+    ))
+}
+
+fn bench_python(args: &Args, dir: &std::path::Path) -> Result<serde_json::Value> {
+    let python = args
+        .python
+        .clone()
+        .or_else(|| std::env::var_os("SKYRL_PYTHON").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/work/main/.deps/venv/bin/python"));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/model_bench.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg("--model-dir")
+        .arg(dir)
+        .args(["--device", &args.device])
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--batch", &args.batch.to_string()])
+        .args(["--prompt-len", &args.prompt_len.to_string()])
+        .args(["--gen-tokens", &args.gen_tokens.to_string()])
+        .args(["--train-batch", &args.train_batch.to_string()])
+        .args(["--train-seq-len", &args.train_seq_len.to_string()])
+        .args(["--iters", &args.iters.to_string()])
+        .env("OMP_WAIT_POLICY", "PASSIVE")
+        .output()
+        .with_context(|| format!("running {}", python.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} {} failed:\n{}",
+            python.display(),
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().context("python printed nothing")?;
+    serde_json::from_str(line).with_context(|| format!("parsing python output {line:?}"))
+}

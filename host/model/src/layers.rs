@@ -1,0 +1,221 @@
+//! Building blocks of the decoder: RMSNorm, SwiGLU MLP, grouped-query attention.
+
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use crate::config::ModelConfig;
+use crate::kv_cache::LayerCache;
+use crate::rope::apply_rotary;
+
+/// Root-mean-square layer norm computed in fp32 (as in `transformers`).
+#[derive(Debug)]
+pub struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    /// Creates `weight [dim]` (initialised to ones) under `p`.
+    pub fn new(p: nn::Path, dim: i64, eps: f64) -> Self {
+        let weight = p.var("weight", &[dim], nn::Init::Const(1.0));
+        RmsNorm { weight, eps }
+    }
+}
+
+impl Module for RmsNorm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let kind = x.kind();
+        let h = x.to_kind(Kind::Float);
+        let variance = h.pow_tensor_scalar(2).mean_dim(-1, true, Kind::Float);
+        let h = h * (variance + self.eps).rsqrt();
+        &self.weight * h.to_kind(kind)
+    }
+}
+
+fn linear(p: nn::Path, input: i64, output: i64, bias: bool) -> nn::Linear {
+    let config = nn::LinearConfig {
+        ws_init: nn::Init::Randn {
+            mean: 0.0,
+            stdev: 0.02,
+        },
+        bs_init: if bias { Some(nn::Init::Const(0.0)) } else { None },
+        bias,
+    };
+    nn::linear(p, input, output, config)
+}
+
+/// `down(silu(gate(x)) * up(x))`.
+#[derive(Debug)]
+pub struct Mlp {
+    gate_proj: nn::Linear,
+    up_proj: nn::Linear,
+    down_proj: nn::Linear,
+}
+
+impl Mlp {
+    /// Creates the three projections under `p`.
+    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+        let (h, i) = (config.hidden_size, config.intermediate_size);
+        let bias = config.mlp_bias.unwrap_or(false);
+        Mlp {
+            gate_proj: linear(&p / "gate_proj", h, i, bias),
+            up_proj: linear(&p / "up_proj", h, i, bias),
+            down_proj: linear(&p / "down_proj", i, h, bias),
+        }
+    }
+}
+
+impl Module for Mlp {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let gate = self.gate_proj.forward(x).silu();
+        self.down_proj.forward(&(gate * self.up_proj.forward(x)))
+    }
+}
+
+/// Multi-head attention with grouped key/value heads and rotary embeddings.
+#[derive(Debug)]
+pub struct Attention {
+    q_proj: nn::Linear,
+    k_proj: nn::Linear,
+    v_proj: nn::Linear,
+    o_proj: nn::Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    num_heads: i64,
+    num_kv_heads: i64,
+    head_dim: i64,
+}
+
+impl Attention {
+    /// Creates the projections (and Qwen3 q/k norms) under `p`.
+    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+        let h = config.hidden_size;
+        let (nh, nkv, hd) = (
+            config.num_attention_heads,
+            config.kv_heads(),
+            config.head_dim(),
+        );
+        let qkv_bias = config.qkv_bias();
+        let (q_norm, k_norm) = if config.qk_norm() {
+            (
+                Some(RmsNorm::new(&p / "q_norm", hd, config.rms_norm_eps)),
+                Some(RmsNorm::new(&p / "k_norm", hd, config.rms_norm_eps)),
+            )
+        } else {
+            (None, None)
+        };
+        Attention {
+            q_proj: linear(&p / "q_proj", h, nh * hd, qkv_bias),
+            k_proj: linear(&p / "k_proj", h, nkv * hd, qkv_bias),
+            v_proj: linear(&p / "v_proj", h, nkv * hd, qkv_bias),
+            o_proj: linear(&p / "o_proj", nh * hd, h, config.o_bias()),
+            q_norm,
+            k_norm,
+            num_heads: nh,
+            num_kv_heads: nkv,
+            head_dim: hd,
+        }
+    }
+
+    /// `x [B, T, H]`, `cos/sin [B, T, D]`, additive `mask [B, 1, T, S]` where `S` is the
+    /// key length (cached + new). With `cache`, new keys/values are appended to it.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+        cache: Option<&mut LayerCache>,
+    ) -> Tensor {
+        let (b, t) = (x.size()[0], x.size()[1]);
+        let heads = |proj: &nn::Linear, n: i64, norm: &Option<RmsNorm>| {
+            let y = proj.forward(x).view([b, t, n, self.head_dim]);
+            let y = match norm {
+                Some(norm) => norm.forward(&y),
+                None => y,
+            };
+            y.transpose(1, 2)
+        };
+        let q = heads(&self.q_proj, self.num_heads, &self.q_norm);
+        let k = heads(&self.k_proj, self.num_kv_heads, &self.k_norm);
+        let v = heads(&self.v_proj, self.num_kv_heads, &None);
+        let q = apply_rotary(&q, cos, sin);
+        let k = apply_rotary(&k, cos, sin);
+        let (k, v) = match cache {
+            Some(cache) => cache.append(&k, &v),
+            None => (k, v),
+        };
+        let groups = self.num_heads / self.num_kv_heads;
+        let (k, v) = if groups > 1 {
+            (repeat_kv(&k, groups), repeat_kv(&v, groups))
+        } else {
+            (k, v)
+        };
+        let scale = (self.head_dim as f64).powf(-0.5);
+        let out = Tensor::scaled_dot_product_attention(
+            &q,
+            &k,
+            &v,
+            Some(mask),
+            0.0,
+            false,
+            scale,
+            false,
+        );
+        let out = out
+            .transpose(1, 2)
+            .contiguous()
+            .view([b, t, self.num_heads * self.head_dim]);
+        self.o_proj.forward(&out)
+    }
+}
+
+/// `[B, Hkv, S, D] -> [B, Hkv * groups, S, D]`, each kv head repeated `groups` times.
+fn repeat_kv(x: &Tensor, groups: i64) -> Tensor {
+    let s = x.size();
+    x.unsqueeze(2)
+        .expand([s[0], s[1], groups, s[2], s[3]], false)
+        .reshape([s[0], s[1] * groups, s[2], s[3]])
+}
+
+/// Pre-norm decoder block: attention then MLP, both residual.
+#[derive(Debug)]
+pub struct DecoderLayer {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+impl DecoderLayer {
+    /// Creates the block under `p` (HF names).
+    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+        let (h, eps) = (config.hidden_size, config.rms_norm_eps);
+        DecoderLayer {
+            input_layernorm: RmsNorm::new(&p / "input_layernorm", h, eps),
+            self_attn: Attention::new(&p / "self_attn", config),
+            post_attention_layernorm: RmsNorm::new(&p / "post_attention_layernorm", h, eps),
+            mlp: Mlp::new(&p / "mlp", config),
+        }
+    }
+
+    /// See [`Attention::forward`] for shapes.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+        cache: Option<&mut LayerCache>,
+    ) -> Tensor {
+        let h = x + self.self_attn.forward(
+            &self.input_layernorm.forward(x),
+            cos,
+            sin,
+            mask,
+            cache,
+        );
+        let out = self.mlp.forward(&self.post_attention_layernorm.forward(&h));
+        h + out
+    }
+}

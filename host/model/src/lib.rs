@@ -1,0 +1,53 @@
+//! `skyrl-model`: a Qwen2 / Llama / Qwen3 decoder-only transformer on libtorch
+//! (`tch`), loading and saving the Hugging Face format, with a tokenizer and chat
+//! template, a batched KV-cache sampler, and the log-prob API the trainer needs.
+//!
+//! ```no_run
+//! use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, SamplingParams, Tokenizer};
+//! # fn main() -> anyhow::Result<()> {
+//! let dir = std::path::Path::new("/tmp/tiny");
+//! skyrl_model::init_tiny_model(skyrl_model::Arch::Qwen2, skyrl_model::TinySize::Tiny, dir, 0)?;
+//! let model = CausalLm::from_pretrained(dir, &LoadOptions::default())?;
+//! let tokenizer = Tokenizer::from_dir(dir)?;
+//! let prompt = tokenizer.encode_chat(&[skyrl_model::ChatMessage::new("user", "hi")], true)?;
+//! let engine = InferenceEngine::new(model, Some(tokenizer));
+//! let out = engine.generate(&[prompt], &SamplingParams::greedy(16))?;
+//! # Ok(()) }
+//! ```
+
+pub mod atomic_dir;
+pub mod chat_template;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod kv_cache;
+pub mod layers;
+pub mod model;
+pub mod rope;
+pub mod sampling;
+pub mod tiny;
+pub mod tokenizer;
+pub mod weights;
+
+use std::path::Path;
+
+pub use chat_template::{ChatMessage, ChatTemplate};
+pub use config::{Arch, ModelConfig, TokenIds};
+pub use engine::{generate, InferenceEngine};
+pub use error::{ModelError, Result};
+pub use model::{CausalLm, LoadOptions, LogprobOptions, TokenLogprobs};
+pub use sampling::{Completion, LogprobMode, SamplingParams, StopMatch, StopReason};
+pub use tiny::{init_tiny_model, TinySize};
+pub use tokenizer::Tokenizer;
+
+/// Saves model weights + config and the tokenizer files into `dir` in one atomic
+/// replace (a complete Hugging Face checkpoint directory).
+pub fn save_checkpoint(model: &CausalLm, tokenizer: Option<&Tokenizer>, dir: &Path) -> Result<()> {
+    atomic_dir::write_dir_atomically(dir, |tmp| {
+        model.write_into(tmp, weights::DEFAULT_MAX_SHARD_BYTES)?;
+        match tokenizer {
+            Some(t) => t.save(tmp),
+            None => Ok(()),
+        }
+    })
+}

@@ -1,0 +1,408 @@
+//! The causal language model: weights in a `VarStore` with Hugging Face names,
+//! full and cached forward passes, training log-probs, load/save/copy.
+
+use std::path::Path;
+
+use tch::nn::{self, Module};
+use tch::{Device, Kind, Tensor};
+use tracing::{debug, warn};
+
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
+use crate::kv_cache::KvCache;
+use crate::layers::{DecoderLayer, RmsNorm};
+use crate::rope::{RopeScaling, Rotary};
+use crate::weights::{self, torch_dtype_name};
+
+/// Where and in which precision to hold the weights.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Defaults to `Device::cuda_if_available()`.
+    pub device: Device,
+    /// Parameter dtype; defaults to fp32 (what the trainer optimises).
+    pub kind: Kind,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            device: Device::cuda_if_available(),
+            kind: Kind::Float,
+        }
+    }
+}
+
+/// Options of [`CausalLm::forward_logprobs_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct LogprobOptions {
+    /// Logits are divided by this before the softmax (skyrl passes the sampling
+    /// temperature); 1.0 gives the raw log-probs.
+    pub temperature: f64,
+    /// Also return the per-position entropy of the (temperature-scaled) distribution.
+    pub with_entropy: bool,
+}
+
+impl Default for LogprobOptions {
+    fn default() -> Self {
+        LogprobOptions {
+            temperature: 1.0,
+            with_entropy: false,
+        }
+    }
+}
+
+/// Result of [`CausalLm::forward_logprobs_with`].
+#[derive(Debug)]
+pub struct TokenLogprobs {
+    /// `[B, T-1]` fp32: log p(input_ids[:, t+1] | input_ids[:, ..=t]), with grad.
+    pub logprobs: Tensor,
+    /// `[B, T-1]` fp32 entropy, when requested.
+    pub entropy: Option<Tensor>,
+}
+
+/// Decoder-only transformer with the Qwen2 / Llama / Qwen3 architecture.
+#[derive(Debug)]
+pub struct CausalLm {
+    vs: nn::VarStore,
+    config: ModelConfig,
+    embed_tokens: Tensor,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    lm_head: Tensor,
+    rotary: Rotary,
+}
+
+const LM_HEAD: &str = "lm_head.weight";
+
+impl CausalLm {
+    /// A randomly initialised model (HF-style init: normal(0, 0.02), norms 1, biases 0).
+    /// Call `tch::manual_seed` first for a reproducible init.
+    pub fn new(config: ModelConfig, options: &LoadOptions) -> Result<Self> {
+        config.validate()?;
+        let mut vs = nn::VarStore::new(options.device);
+        let root = vs.root();
+        let model = &root / "model";
+        let init = nn::Init::Randn {
+            mean: 0.0,
+            stdev: 0.02,
+        };
+        let embed_tokens = (&model / "embed_tokens").var(
+            "weight",
+            &[config.vocab_size, config.hidden_size],
+            init,
+        );
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| DecoderLayer::new(&model / "layers" / i, &config))
+            .collect();
+        let norm = RmsNorm::new(&model / "norm", config.hidden_size, config.rms_norm_eps);
+        let lm_head = if config.tie_word_embeddings {
+            embed_tokens.shallow_clone()
+        } else {
+            (&root / "lm_head").var("weight", &[config.vocab_size, config.hidden_size], init)
+        };
+        let scaling = match &config.rope_scaling {
+            Some(v) => RopeScaling::from_config(v)?,
+            None => RopeScaling::Default,
+        };
+        let rotary = Rotary::new(
+            config.head_dim(),
+            config.rope_theta,
+            &scaling,
+            options.device,
+        );
+        if options.kind != Kind::Float {
+            vs.set_kind(options.kind);
+        }
+        Ok(CausalLm {
+            vs,
+            config,
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            rotary,
+        })
+    }
+
+    /// Loads `config.json` and the safetensors weights of a Hugging Face model directory.
+    pub fn from_pretrained(dir: impl AsRef<Path>, options: &LoadOptions) -> Result<Self> {
+        let dir = dir.as_ref();
+        let config = ModelConfig::load(dir)?;
+        let model = CausalLm::new(config, options)?;
+        let mut loaded = weights::read_weights(dir)?;
+        let mut variables = model.vs.variables();
+        let _guard = tch::no_grad_guard();
+        for (name, tensor) in loaded.drain(..) {
+            match variables.remove(&name) {
+                Some(var) => {
+                    if var.size() != tensor.size() {
+                        return Err(ModelError::Weights(format!(
+                            "{name}: checkpoint shape {:?} but config expects {:?}",
+                            tensor.size(),
+                            var.size()
+                        )));
+                    }
+                    var.shallow_clone().f_copy_(&tensor)?;
+                }
+                None if name == LM_HEAD && model.config.tie_word_embeddings => {}
+                None if name.ends_with("rotary_emb.inv_freq") => {}
+                None => warn!(tensor = %name, "ignoring checkpoint tensor the model does not use"),
+            }
+        }
+        if !variables.is_empty() {
+            let mut missing: Vec<_> = variables.into_keys().collect();
+            missing.sort();
+            return Err(ModelError::Weights(format!(
+                "{}: missing tensors {missing:?}",
+                dir.display()
+            )));
+        }
+        debug!(dir = %dir.display(), params = model.num_parameters(), "loaded model");
+        Ok(model)
+    }
+
+    /// Writes `config.json` and `model.safetensors` (sharded above 5 GB) to `dir`
+    /// atomically: everything goes to a temporary sibling directory that then
+    /// replaces `dir`. Files already in `dir` that are not model weights or config
+    /// (tokenizer files, ...) are carried over.
+    pub fn save_pretrained(&self, dir: impl AsRef<Path>) -> Result<()> {
+        crate::atomic_dir::write_dir_atomically(dir.as_ref(), |tmp| {
+            self.write_into(tmp, weights::DEFAULT_MAX_SHARD_BYTES)
+        })
+    }
+
+    /// Writes config and weights into an existing directory (not atomic).
+    pub fn write_into(&self, dir: &Path, max_shard_bytes: usize) -> Result<()> {
+        let mut config = self.config.clone();
+        config.torch_dtype = Some(torch_dtype_name(self.kind()).to_string());
+        config.architectures = vec![config.arch()?.hf_class().to_string()];
+        config.save(dir)?;
+        let mut named: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        weights::write_weights(dir, &named, max_shard_bytes)
+    }
+
+    /// The model config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The parameters (for an optimiser: `nn::Adam::default().build(model.var_store(), lr)`).
+    pub fn var_store(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    /// Mutable parameters (freeze, change kind/device).
+    pub fn var_store_mut(&mut self) -> &mut nn::VarStore {
+        &mut self.vs
+    }
+
+    /// Device of the weights.
+    pub fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    /// Dtype of the weights.
+    pub fn kind(&self) -> Kind {
+        self.embed_tokens.kind()
+    }
+
+    /// Number of parameters (tied embeddings counted once).
+    pub fn num_parameters(&self) -> i64 {
+        self.vs.variables().values().map(Tensor::numel).sum::<usize>() as i64
+    }
+
+    /// Copies every weight of `other` (same architecture and shapes) into this model,
+    /// across devices and dtypes. Used for reference models and inference copies.
+    pub fn copy_weights_from(&mut self, other: &CausalLm) -> Result<()> {
+        let mine = self.vs.variables();
+        let theirs = other.vs.variables();
+        if mine.len() != theirs.len() {
+            return Err(ModelError::Weights(format!(
+                "cannot copy weights: {} tensors vs {}",
+                theirs.len(),
+                mine.len()
+            )));
+        }
+        let _guard = tch::no_grad_guard();
+        for (name, var) in &mine {
+            let src = theirs.get(name).ok_or_else(|| {
+                ModelError::Weights(format!("cannot copy weights: source lacks {name}"))
+            })?;
+            if src.size() != var.size() {
+                return Err(ModelError::Weights(format!(
+                    "cannot copy weights: {name} is {:?} in the source, {:?} here",
+                    src.size(),
+                    var.size()
+                )));
+            }
+            var.shallow_clone().f_copy_(src)?;
+        }
+        Ok(())
+    }
+
+    /// A new model with the same config and a copy of the weights on `options.device`
+    /// in `options.kind`.
+    pub fn try_clone(&self, options: &LoadOptions) -> Result<CausalLm> {
+        let mut copy = CausalLm::new(self.config.clone(), options)?;
+        copy.copy_weights_from(self)?;
+        Ok(copy)
+    }
+
+    /// Hidden states `[B, T, H]` after the final norm.
+    ///
+    /// * `input_ids [B, T]` int64, `positions [B, T]` int64,
+    /// * `mask [B, 1, T, S]` additive (0 or a large negative), `S` = cached + `T`,
+    /// * `cache`: appended to when given.
+    pub fn forward_hidden(
+        &self,
+        input_ids: &Tensor,
+        positions: &Tensor,
+        mask: &Tensor,
+        mut cache: Option<&mut KvCache>,
+    ) -> Tensor {
+        let mut h = Tensor::embedding(&self.embed_tokens, input_ids, -1, false, false);
+        let (cos, sin) = self.rotary.cos_sin(positions, h.kind());
+        for (i, layer) in self.layers.iter().enumerate() {
+            let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
+            h = layer.forward(&h, &cos, &sin, mask, layer_cache);
+        }
+        self.norm.forward(&h)
+    }
+
+    /// Logits `[.., V]` of hidden states `[.., H]`.
+    pub fn logits(&self, hidden: &Tensor) -> Tensor {
+        hidden.matmul(&self.lm_head.tr())
+    }
+
+    /// Full (uncached) forward: logits `[B, T, V]` in the model dtype.
+    /// `attention_mask [B, T]` (1 = token, 0 = padding) defaults to all ones.
+    pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
+        self.check_ids(input_ids)?;
+        let mask = match attention_mask {
+            Some(m) => {
+                if m.size() != input_ids.size() {
+                    return Err(ModelError::Input(format!(
+                        "attention_mask shape {:?} differs from input_ids {:?}",
+                        m.size(),
+                        input_ids.size()
+                    )));
+                }
+                m.to_device(self.device()).to_kind(Kind::Bool)
+            }
+            None => input_ids.ones_like().to_kind(Kind::Bool),
+        };
+        let ids = input_ids.to_device(self.device());
+        let positions = positions_from_mask(&mask);
+        let additive = additive_mask(&mask, ids.size()[1], 0, self.kind());
+        let hidden = self.forward_hidden(&ids, &positions, &additive, None);
+        Ok(self.logits(&hidden))
+    }
+
+    /// Log-prob of every next token: `[B, T-1]` fp32 with grad, position `t` scoring
+    /// `input_ids[:, t+1]`. Raw distribution (temperature 1).
+    pub fn forward_logprobs(&self, input_ids: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
+        Ok(self
+            .forward_logprobs_with(input_ids, attention_mask, &LogprobOptions::default())?
+            .logprobs)
+    }
+
+    /// [`CausalLm::forward_logprobs`] with a temperature and optional entropy.
+    pub fn forward_logprobs_with(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: &Tensor,
+        options: &LogprobOptions,
+    ) -> Result<TokenLogprobs> {
+        let t = input_ids.size().get(1).copied().unwrap_or(0);
+        if t < 2 {
+            return Err(ModelError::Input(format!(
+                "forward_logprobs needs at least 2 tokens per row, got {t}"
+            )));
+        }
+        if options.temperature <= 0.0 {
+            return Err(ModelError::Input(format!(
+                "temperature must be positive, got {}",
+                options.temperature
+            )));
+        }
+        let logits = self.forward(input_ids, Some(attention_mask))?;
+        let logits = logits.narrow(1, 0, t - 1).to_kind(Kind::Float);
+        let logits = if options.temperature != 1.0 {
+            logits / options.temperature
+        } else {
+            logits
+        };
+        let targets = input_ids
+            .to_device(self.device())
+            .narrow(1, 1, t - 1)
+            .unsqueeze(-1);
+        let log_z = logits.logsumexp([-1], true);
+        let logprobs = (logits.gather(-1, &targets, false) - &log_z).squeeze_dim(-1);
+        let entropy = options.with_entropy.then(|| {
+            let logp = &logits - &log_z;
+            -(logp.exp() * logp).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float)
+        });
+        Ok(TokenLogprobs { logprobs, entropy })
+    }
+
+    fn check_ids(&self, input_ids: &Tensor) -> Result<()> {
+        if input_ids.dim() != 2 {
+            return Err(ModelError::Input(format!(
+                "input_ids must be [B, T], got {:?}",
+                input_ids.size()
+            )));
+        }
+        if input_ids.kind() != Kind::Int64 {
+            return Err(ModelError::Input(format!(
+                "input_ids must be int64, got {:?}",
+                input_ids.kind()
+            )));
+        }
+        if input_ids.numel() > 0 {
+            let (lo, hi) = (
+                input_ids.min().int64_value(&[]),
+                input_ids.max().int64_value(&[]),
+            );
+            if lo < 0 || hi >= self.config.vocab_size {
+                return Err(ModelError::Input(format!(
+                    "token ids must be in [0, {}), got range [{lo}, {hi}]",
+                    self.config.vocab_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Positions from a `[B, T]` 0/1 mask: `cumsum - 1`, padding set to 1 (as skyrl does).
+pub fn positions_from_mask(mask: &Tensor) -> Tensor {
+    let m = mask.to_kind(Kind::Int64);
+    let pos = m.cumsum(-1, Kind::Int64) - 1;
+    pos.masked_fill(&m.eq(0), 1)
+}
+
+/// Large negative value used for masked attention scores in `kind`.
+fn mask_value(kind: Kind) -> f64 {
+    match kind {
+        Kind::Half => -65504.0,
+        Kind::BFloat16 => -3.38e38,
+        _ => f32::MIN as f64,
+    }
+}
+
+/// Additive attention mask `[B, 1, T, S]` for `T` new queries whose first one sits
+/// at key column `offset`, given the key padding mask `key_mask [B, S]` (true = real).
+/// Query `i` sees key `j` when `j <= offset + i` and `key_mask[j]`.
+pub fn additive_mask(key_mask: &Tensor, queries: i64, offset: i64, kind: Kind) -> Tensor {
+    let device = key_mask.device();
+    let s = key_mask.size()[1];
+    let q_pos = Tensor::arange(queries, (Kind::Int64, device)).view([queries, 1]) + offset;
+    let k_pos = Tensor::arange(s, (Kind::Int64, device)).view([1, s]);
+    let causal = k_pos.le_tensor(&q_pos); // [T, S]
+    let allowed = causal
+        .unsqueeze(0)
+        .logical_and(&key_mask.to_kind(Kind::Bool).unsqueeze(1)) // [B, T, S]
+        .unsqueeze(1);
+    Tensor::zeros(allowed.size(), (kind, device)).masked_fill(&allowed.logical_not(), mask_value(kind))
+}

@@ -1,0 +1,195 @@
+//! Sampling parameters, completions, and the next-token sampler.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::error::ModelError;
+
+/// Which log-prob [`Completion::logprobs`] reports for each sampled token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogprobMode {
+    /// `log_softmax(raw logits)`: temperature 1, no top-k/top-p/min-p. This is what
+    /// the trainer's `forward_logprobs` computes (vLLM's `raw_logprobs`), and what
+    /// skyrl uses as rollout log-probs. Default.
+    #[default]
+    Raw,
+    /// Log-prob under the distribution actually sampled from (temperature applied,
+    /// filtered and renormalised). 0 for greedy decoding.
+    Processed,
+}
+
+/// Sampling controls (vLLM names and defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SamplingParams {
+    /// Softmax temperature; 0 means greedy (argmax).
+    pub temperature: f64,
+    /// Nucleus sampling mass in (0, 1]; 1 disables.
+    pub top_p: f64,
+    /// Keep the `k` most likely tokens; -1 (or 0) disables.
+    pub top_k: i64,
+    /// Drop tokens with probability below `min_p * max_prob`; 0 disables.
+    pub min_p: f64,
+    /// Most new tokens per sequence.
+    pub max_tokens: usize,
+    /// Stop when the decoded completion contains one of these (needs a tokenizer).
+    pub stop: Vec<String>,
+    /// Extra token ids that end a sequence (EOS ids are always included unless `ignore_eos`).
+    pub stop_token_ids: Vec<i64>,
+    /// Do not stop on the model's EOS ids.
+    pub ignore_eos: bool,
+    /// Seed for reproducible sampling; `None` draws from OS entropy.
+    pub seed: Option<u64>,
+    /// Which log-probs to report.
+    pub logprob_mode: LogprobMode,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: -1,
+            min_p: 0.0,
+            max_tokens: 1024,
+            stop: Vec::new(),
+            stop_token_ids: Vec::new(),
+            ignore_eos: false,
+            seed: None,
+            logprob_mode: LogprobMode::Raw,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding of at most `max_tokens` tokens.
+    pub fn greedy(max_tokens: usize) -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            max_tokens,
+            ..Default::default()
+        }
+    }
+
+    /// Rejects out-of-range values with a clear message.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |m: String| Err(ModelError::Input(m));
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return bad(format!("temperature must be >= 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if self.top_k < -1 {
+            return bad(format!("top_k must be -1, 0 or positive, got {}", self.top_k));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return bad(format!("min_p must be in [0, 1], got {}", self.min_p));
+        }
+        if self.stop.iter().any(String::is_empty) {
+            return bad("stop strings must not be empty".into());
+        }
+        Ok(())
+    }
+
+    /// True when sampling reduces to argmax.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature == 0.0 || self.top_k == 1
+    }
+}
+
+/// Why a sequence ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// A stop token or stop string was produced.
+    Stop,
+    /// `max_tokens` or the model's context length was reached.
+    Length,
+}
+
+impl StopReason {
+    /// `"stop"` or `"length"` (the skyrl / vLLM strings).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Stop => "stop",
+            StopReason::Length => "length",
+        }
+    }
+}
+
+/// What ended a sequence with [`StopReason::Stop`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMatch {
+    /// This token id (EOS or a `stop_token_ids` entry), included in `token_ids`.
+    Token(i64),
+    /// This stop string; `token_ids` end with the token that completed it.
+    String(String),
+}
+
+/// One generated sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// New tokens (the prompt is not repeated); includes a final stop token.
+    pub token_ids: Vec<i64>,
+    /// One log-prob per token in `token_ids` (see [`LogprobMode`]).
+    pub logprobs: Vec<f32>,
+    /// `stop` or `length`.
+    pub stop_reason: StopReason,
+    /// The stop token or string, for `stop`.
+    pub stop_match: Option<StopMatch>,
+}
+
+/// Samples one token per row of `logits [B, V]` (fp32) using one uniform number
+/// per row from `uniforms`. Returns `(tokens [B] int64, logprobs [B] fp32)`.
+pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -> (Tensor, Tensor) {
+    let logits = logits.to_kind(Kind::Float);
+    let raw_logp = logits.log_softmax(-1, Kind::Float);
+    if params.is_greedy() {
+        let tokens = logits.argmax(-1, false);
+        let lp = match params.logprob_mode {
+            LogprobMode::Raw => raw_logp.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1),
+            LogprobMode::Processed => tokens.zeros_like().to_kind(Kind::Float),
+        };
+        return (tokens, lp);
+    }
+    let vocab = logits.size()[1];
+    let probs = (&logits / params.temperature).softmax(-1, Kind::Float);
+    let (mut sorted, order) = probs.sort(-1, true);
+    if params.top_k > 0 && params.top_k < vocab {
+        let rank = Tensor::arange(vocab, (Kind::Int64, logits.device())).unsqueeze(0);
+        sorted = sorted.masked_fill(&rank.ge(params.top_k), 0.0);
+    }
+    if params.top_p < 1.0 {
+        // Drop a token when the mass strictly before it already reaches top_p.
+        let before = sorted.cumsum(-1, Kind::Float) - &sorted;
+        sorted = sorted.masked_fill(&before.ge(params.top_p), 0.0);
+    }
+    if params.min_p > 0.0 {
+        let threshold = sorted.narrow(1, 0, 1) * params.min_p;
+        sorted = sorted.masked_fill(&sorted.lt_tensor(&threshold), 0.0);
+    }
+    // Kept tokens form a prefix of the sorted order; invert the CDF.
+    let cdf = sorted.cumsum(-1, Kind::Float);
+    let total = cdf.narrow(1, vocab - 1, 1);
+    let u = Tensor::from_slice(uniforms)
+        .to_kind(Kind::Float)
+        .to_device(logits.device())
+        .unsqueeze(-1);
+    let target = &u * &total;
+    let choice = cdf
+        .lt_tensor(&target)
+        .sum_dim_intlist([-1i64].as_slice(), true, Kind::Int64)
+        .clamp_max(vocab - 1);
+    // Never pick a zeroed tail entry (possible only through rounding).
+    let kept = sorted.gt(0.0).sum_dim_intlist([-1i64].as_slice(), true, Kind::Int64);
+    let choice = choice.minimum(&(kept - 1).clamp_min(0));
+    let tokens = order.gather(-1, &choice, false);
+    let lp = match params.logprob_mode {
+        LogprobMode::Raw => raw_logp.gather(-1, &tokens, false),
+        LogprobMode::Processed => (sorted.gather(-1, &choice, false) / &total).log(),
+    };
+    (tokens.squeeze_dim(-1), lp.squeeze_dim(-1))
+}

@@ -1,0 +1,173 @@
+//! The process-wide wasmtime engine, linker and compile cache.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use crate::bindings::env_world::EnvironmentPlugin;
+use crate::cache::ComponentCache;
+use crate::error::{PluginError, Result};
+use crate::limits::SandboxLimits;
+use crate::state::HostState;
+
+/// How often the engine's epoch advances; the granularity of call deadlines.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Engine-wide settings.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Default limits for instances created from this engine.
+    pub limits: SandboxLimits,
+    /// Use the pooling instance allocator when the OS allows it.
+    pub pooling: bool,
+    /// Maximum number of simultaneously live instances with pooling.
+    pub pool_size: u32,
+    /// Where compiled components are cached; `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            limits: SandboxLimits::default(),
+            pooling: true,
+            pool_size: 256,
+            cache_dir: ComponentCache::default_dir(),
+        }
+    }
+}
+
+/// A shared wasmtime engine with the skyrl host linked in.
+///
+/// Cheap to clone; one per process is the norm ([`PluginEngine::shared`]).
+#[derive(Clone)]
+pub struct PluginEngine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: ComponentCache,
+    options: EngineOptions,
+    pooled: bool,
+}
+
+impl PluginEngine {
+    /// Build an engine. Falls back to on-demand allocation (with a warning)
+    /// when the pooling allocator cannot reserve its memory.
+    pub fn new(options: EngineOptions) -> Result<Self> {
+        let (engine, pooled) = match options.pooling {
+            true => match Engine::new(&engine_config(&options, true)) {
+                Ok(engine) => (engine, true),
+                Err(err) => {
+                    tracing::warn!("pooling allocator unavailable ({err:#}); using on-demand allocation");
+                    (build_engine(&options, false)?, false)
+                }
+            },
+            false => (build_engine(&options, false)?, false),
+        };
+        spawn_epoch_ticker(&engine);
+        let linker = build_linker(&engine)?;
+        let cache = ComponentCache::new(options.cache_dir.clone(), &engine);
+        Ok(Self {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                cache,
+                options,
+                pooled,
+            }),
+        })
+    }
+
+    /// The process-wide engine with default options.
+    pub fn shared() -> Result<Self> {
+        static SHARED: OnceLock<PluginEngine> = OnceLock::new();
+        if let Some(engine) = SHARED.get() {
+            return Ok(engine.clone());
+        }
+        let engine = Self::new(EngineOptions::default())?;
+        Ok(SHARED.get_or_init(|| engine).clone())
+    }
+
+    /// The underlying wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.inner.linker
+    }
+
+    /// The compiled-component cache.
+    pub fn cache(&self) -> &ComponentCache {
+        &self.inner.cache
+    }
+
+    /// Default limits for new instances.
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.inner.options.limits
+    }
+
+    /// Whether the pooling allocator is in use.
+    pub fn is_pooled(&self) -> bool {
+        self.inner.pooled
+    }
+}
+
+fn build_engine(options: &EngineOptions, pooling: bool) -> Result<Engine> {
+    Engine::new(&engine_config(options, pooling))
+        .map_err(|e| PluginError::Host(format!("cannot create wasmtime engine: {e:#}")))
+}
+
+fn engine_config(options: &EngineOptions, pooling: bool) -> Config {
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .cranelift_opt_level(OptLevel::Speed)
+        .parallel_compilation(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(options.limits.max_stack_bytes);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(options.pool_size)
+            .total_core_instances(options.pool_size * 4)
+            .total_memories(options.pool_size * 2)
+            .total_tables(options.pool_size * 4)
+            .total_stacks(options.pool_size)
+            .max_core_instances_per_component(32)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_memory_size(options.limits.memory_bytes);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+fn build_linker(engine: &Engine) -> Result<Linker<HostState>> {
+    let link_err = |e: wasmtime::Error| PluginError::Host(format!("cannot build host linker: {e:#}"));
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(link_err)?;
+    EnvironmentPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(link_err)?;
+    Ok(linker)
+}
+
+/// Advance the epoch on a background thread until the engine is dropped.
+fn spawn_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("skyrl-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch thread");
+}

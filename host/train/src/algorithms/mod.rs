@@ -1,0 +1,20 @@
+//! RL algorithms over libtorch tensors (fp32): advantage estimators, policy
+//! losses, rollout correction, KL / entropy terms, reductions and batch filters.
+
+pub mod advantage;
+pub mod filters;
+pub mod kl;
+pub mod loss;
+pub mod masked;
+pub mod off_policy;
+pub mod policy_loss;
+pub mod reduction;
+
+pub use advantage::{
+    critic_value_loss, AdvantageEstimator, AdvantageEstimatorRegistry, AdvantageInput,
+    AdvantageOutput, AdvantageParams,
+};
+pub use kl::{compute_approx_kl, entropy_from_logits, KlController, KlEstimator};
+pub use off_policy::Metrics;
+pub use policy_loss::{PolicyLoss, PolicyLossInput, PolicyLossOutput, PolicyLossRegistry};
+pub use reduction::{reduce_loss, LossReduction};

@@ -1,0 +1,9 @@
+//! Configuration: typed tree ([`types`]), YAML + dotted-override loading
+//! ([`load`]) and validation ([`validate`]).
+
+pub mod load;
+pub mod types;
+pub mod validate;
+
+pub use load::{load_config, load_config_str, ConfigError};
+pub use types::*;

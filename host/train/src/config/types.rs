@@ -1,0 +1,719 @@
+//! Typed configuration tree mirroring skyrl-train's (`data`, `trainer`,
+//! `generator`, `environment`), with skyrl's defaults. Every struct rejects
+//! unknown keys so typos fail loudly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+/// Root of the configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SkyrlConfig {
+    pub data: DataConfig,
+    pub trainer: TrainerConfig,
+    pub generator: GeneratorConfig,
+    pub environment: EnvironmentConfig,
+}
+
+/// `data.*`: dataset files (JSONL or Parquet in skyrl's schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataConfig {
+    pub train_data: Vec<String>,
+    pub val_data: Vec<String>,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            train_data: vec!["~/data/gsm8k/train.parquet".into()],
+            val_data: vec!["~/data/gsm8k/validation.parquet".into()],
+        }
+    }
+}
+
+/// `trainer.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainerConfig {
+    pub placement: PlacementConfig,
+    pub strategy: String,
+    pub policy: PolicyConfig,
+    #[serde(rename = "ref")]
+    pub reference: RefConfig,
+    pub critic: CriticConfig,
+    pub algorithm: AlgorithmConfig,
+    pub fully_async: FullyAsyncConfig,
+    pub gradient_checkpointing: bool,
+    pub seed: u64,
+    /// `none`, `latest` or `from_path`.
+    pub resume_mode: Option<String>,
+    pub resume_path: Option<String>,
+    pub log_path: String,
+    pub ckpt_path: String,
+    /// -1 keeps all checkpoints.
+    pub max_ckpts_to_keep: i64,
+    pub ckpt_interval: i64,
+    pub hf_save_interval: i64,
+    pub export_path: String,
+    pub bf16: bool,
+    pub epochs: usize,
+    pub update_epochs_per_batch: usize,
+    pub train_batch_size: usize,
+    pub policy_mini_batch_size: usize,
+    pub critic_mini_batch_size: usize,
+    pub micro_train_batch_size_per_gpu: usize,
+    pub micro_forward_batch_size_per_gpu: usize,
+    pub update_ref_every_epoch: bool,
+    pub use_sample_packing: bool,
+    pub eval_batch_size: usize,
+    pub eval_before_train: bool,
+    /// -1 disables evaluation.
+    pub eval_interval: i64,
+    pub max_prompt_length: usize,
+    pub flash_attn: bool,
+    pub project_name: String,
+    pub run_name: String,
+    /// `console`, `jsonl` or `wandb` style sink name (interpreted by the CLI).
+    pub logger: String,
+    pub dump_data_batch: bool,
+    pub dump_eval_results: bool,
+}
+
+impl Default for TrainerConfig {
+    fn default() -> Self {
+        Self {
+            placement: PlacementConfig::default(),
+            strategy: "tch".into(),
+            policy: PolicyConfig::default(),
+            reference: RefConfig::default(),
+            critic: CriticConfig::default(),
+            algorithm: AlgorithmConfig::default(),
+            fully_async: FullyAsyncConfig::default(),
+            gradient_checkpointing: true,
+            seed: 42,
+            resume_mode: Some("latest".into()),
+            resume_path: None,
+            log_path: "/tmp/skyrl-logs".into(),
+            ckpt_path: "~/ckpts/".into(),
+            max_ckpts_to_keep: -1,
+            ckpt_interval: 10,
+            hf_save_interval: -1,
+            export_path: "~/exports/".into(),
+            bf16: true,
+            epochs: 1,
+            update_epochs_per_batch: 1,
+            train_batch_size: 1024,
+            policy_mini_batch_size: 256,
+            critic_mini_batch_size: 256,
+            micro_train_batch_size_per_gpu: 1,
+            micro_forward_batch_size_per_gpu: 1,
+            update_ref_every_epoch: false,
+            use_sample_packing: true,
+            eval_batch_size: 1024,
+            eval_before_train: true,
+            eval_interval: 5,
+            max_prompt_length: 512,
+            flash_attn: true,
+            project_name: "skyrl".into(),
+            run_name: "test_run".into(),
+            logger: "console".into(),
+            dump_data_batch: false,
+            dump_eval_results: true,
+        }
+    }
+}
+
+/// `trainer.placement.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    pub colocate_all: bool,
+    pub colocate_policy_ref: bool,
+    pub policy_num_nodes: usize,
+    pub policy_num_gpus_per_node: usize,
+    pub critic_num_nodes: usize,
+    pub critic_num_gpus_per_node: usize,
+    pub ref_num_nodes: usize,
+    pub ref_num_gpus_per_node: usize,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        Self {
+            colocate_all: true,
+            colocate_policy_ref: true,
+            policy_num_nodes: 1,
+            policy_num_gpus_per_node: 1,
+            critic_num_nodes: 1,
+            critic_num_gpus_per_node: 1,
+            ref_num_nodes: 1,
+            ref_num_gpus_per_node: 1,
+        }
+    }
+}
+
+/// A model: a local path (HF-style directory / safetensors) or a tiny random init.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    pub path: Option<String>,
+    /// Random initialisation from an architecture spec instead of `path`.
+    pub init: Option<TinyModelSpec>,
+}
+
+/// Architecture for a randomly initialised Qwen2-style model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TinyModelSpec {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub max_position_embeddings: usize,
+    pub rope_theta: f64,
+    pub rms_norm_eps: f64,
+    pub tie_word_embeddings: bool,
+    /// Tokenizer (a `tokenizer.json` path, or a built-in name understood by the model crate).
+    pub tokenizer: Option<String>,
+    /// Seed for the weight init (defaults to `trainer.seed` when null).
+    pub seed: Option<u64>,
+}
+
+impl Default for TinyModelSpec {
+    fn default() -> Self {
+        Self {
+            vocab_size: 256,
+            hidden_size: 64,
+            intermediate_size: 128,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            max_position_embeddings: 512,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            tokenizer: None,
+            seed: None,
+        }
+    }
+}
+
+/// `trainer.policy.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    pub model: ModelConfig,
+    pub optimizer_config: OptimizerConfig,
+    pub sequence_parallel_size: usize,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            model: ModelConfig {
+                path: Some("Qwen/Qwen2.5-1.5B-Instruct".into()),
+                init: None,
+            },
+            optimizer_config: OptimizerConfig::default(),
+            sequence_parallel_size: 1,
+        }
+    }
+}
+
+/// `trainer.ref.*` (the model path defaults to the policy's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct RefConfig {
+    pub model: ModelConfig,
+    pub sequence_parallel_size: Option<usize>,
+}
+
+/// `trainer.critic.*` (used by `gae`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CriticConfig {
+    pub model: ModelConfig,
+    pub optimizer_config: OptimizerConfig,
+    pub sequence_parallel_size: usize,
+}
+
+impl Default for CriticConfig {
+    fn default() -> Self {
+        Self {
+            model: ModelConfig::default(),
+            optimizer_config: OptimizerConfig {
+                lr: 5e-6,
+                ..OptimizerConfig::default()
+            },
+            sequence_parallel_size: 1,
+        }
+    }
+}
+
+/// `*.optimizer_config.*` — AdamW with a warmup schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimizerConfig {
+    pub lr: f64,
+    pub adam_betas: [f64; 2],
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    pub offload_after_step: bool,
+    pub num_warmup_steps: usize,
+    /// `constant_with_warmup` or `constant`.
+    pub scheduler: String,
+    pub adam_eps: f64,
+}
+
+impl Default for OptimizerConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-6,
+            adam_betas: [0.9, 0.999],
+            weight_decay: 1e-2,
+            max_grad_norm: 1.0,
+            offload_after_step: true,
+            num_warmup_steps: 0,
+            scheduler: "constant_with_warmup".into(),
+            adam_eps: 1e-8,
+        }
+    }
+}
+
+/// `trainer.algorithm.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AlgorithmConfig {
+    /// Registry name: `grpo`, `rloo`, `reinforce++`, `gae`, `maxrl`, or a custom one.
+    pub advantage_estimator: String,
+    pub kl_ctrl: KlCtrlConfig,
+    /// `k1`, `k2`, `k3` or `abs`.
+    pub kl_estimator_type: String,
+    pub use_kl_in_reward: bool,
+    pub use_kl_loss: bool,
+    pub kl_loss_coef: f64,
+    pub use_entropy_loss: bool,
+    pub entropy_loss_coef: f64,
+    /// Logit temperature for the policy forward; null = `generator.sampling_params.temperature`.
+    pub temperature: Option<f64>,
+    pub advantage_batch_normalize: bool,
+    /// Registry name: `regular`, `dual_clip`, `gspo`, `cispo`, `sapo`, `clip_cov`,
+    /// `kl_cov`, `cross_entropy`, `rollout_is`, or a custom one.
+    pub policy_loss_type: String,
+    /// `token_mean`, `sequence_mean` or `seq_mean_token_sum_norm`.
+    pub loss_reduction: String,
+    pub grpo_norm_by_std: bool,
+    pub zero_variance_filter: bool,
+    pub lambd: f64,
+    pub gamma: f64,
+    pub eps_clip_low: f64,
+    pub eps_clip_high: f64,
+    pub clip_ratio_c: f64,
+    /// Deprecated: use `off_policy_correction.tis_ratio_type: token`.
+    pub tis_imp_ratio_cap: f64,
+    /// Deprecated: use `off_policy_correction`.
+    pub use_tis: bool,
+    pub off_policy_correction: OffPolicyCorrectionConfig,
+    pub sapo: SapoConfig,
+    /// Critic value clip; null disables clipping.
+    pub value_clip: Option<f64>,
+    pub dynamic_sampling: DynamicSamplingConfig,
+    pub clip_cov: ClipCovConfig,
+    pub kl_cov: KlCovConfig,
+    pub cispo: CispoConfig,
+    /// For `seq_mean_token_sum_norm`; null = max_input_length + max_generate_length.
+    pub max_seq_len: Option<i64>,
+}
+
+impl Default for AlgorithmConfig {
+    fn default() -> Self {
+        Self {
+            advantage_estimator: "grpo".into(),
+            kl_ctrl: KlCtrlConfig::default(),
+            kl_estimator_type: "k3".into(),
+            use_kl_in_reward: false,
+            use_kl_loss: true,
+            kl_loss_coef: 0.001,
+            use_entropy_loss: false,
+            entropy_loss_coef: 0.01,
+            temperature: None,
+            advantage_batch_normalize: false,
+            policy_loss_type: "regular".into(),
+            loss_reduction: "token_mean".into(),
+            grpo_norm_by_std: true,
+            zero_variance_filter: false,
+            lambd: 1.0,
+            gamma: 1.0,
+            eps_clip_low: 0.2,
+            eps_clip_high: 0.2,
+            clip_ratio_c: 3.0,
+            tis_imp_ratio_cap: -1.0,
+            use_tis: false,
+            off_policy_correction: OffPolicyCorrectionConfig::default(),
+            sapo: SapoConfig::default(),
+            value_clip: Some(0.2),
+            dynamic_sampling: DynamicSamplingConfig::default(),
+            clip_cov: ClipCovConfig::default(),
+            kl_cov: KlCovConfig::default(),
+            cispo: CispoConfig::default(),
+            max_seq_len: None,
+        }
+    }
+}
+
+/// `trainer.algorithm.kl_ctrl.*` (only for `use_kl_in_reward`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KlCtrlConfig {
+    /// `fixed` or `adaptive`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub kl_target: f64,
+    pub horizon: f64,
+}
+
+impl Default for KlCtrlConfig {
+    fn default() -> Self {
+        Self {
+            kind: "fixed".into(),
+            kl_target: 0.1,
+            horizon: 10000.0,
+        }
+    }
+}
+
+/// `trainer.algorithm.off_policy_correction.*` — rollout-vs-trainer mismatch correction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OffPolicyCorrectionConfig {
+    /// null, `token` or `sequence`.
+    pub tis_ratio_type: Option<String>,
+    pub token_tis_ratio_clip_high: f64,
+    pub sequence_tis_ratio_clip_high: f64,
+    /// null, `product` or `geometric`.
+    pub sequence_mask_metric: Option<String>,
+    pub geo_mask_high: f64,
+    pub geo_mask_low: f64,
+    pub product_mask_high: f64,
+    pub product_mask_low: f64,
+    pub outlier_token_is_threshold_low: Option<f64>,
+    pub outlier_token_is_threshold_high: Option<f64>,
+    pub token_mask_is_threshold_low: Option<f64>,
+    pub token_mask_is_threshold_high: Option<f64>,
+}
+
+impl Default for OffPolicyCorrectionConfig {
+    fn default() -> Self {
+        Self {
+            tis_ratio_type: None,
+            token_tis_ratio_clip_high: 2.0,
+            sequence_tis_ratio_clip_high: 5.0,
+            sequence_mask_metric: None,
+            geo_mask_high: 1.01,
+            geo_mask_low: 0.99,
+            product_mask_high: 2.0,
+            product_mask_low: 0.5,
+            outlier_token_is_threshold_low: None,
+            outlier_token_is_threshold_high: None,
+            token_mask_is_threshold_low: None,
+            token_mask_is_threshold_high: None,
+        }
+    }
+}
+
+/// `trainer.algorithm.sapo.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SapoConfig {
+    pub tau_pos: f64,
+    pub tau_neg: f64,
+}
+
+impl Default for SapoConfig {
+    fn default() -> Self {
+        Self {
+            tau_pos: 1.0,
+            tau_neg: 1.05,
+        }
+    }
+}
+
+/// `trainer.algorithm.dynamic_sampling.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DynamicSamplingConfig {
+    /// null, `filter` or `replace`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// -1 samples forever.
+    pub max_sample_batches: i64,
+    pub min_replace_ratio: f64,
+}
+
+impl Default for DynamicSamplingConfig {
+    fn default() -> Self {
+        Self {
+            kind: None,
+            max_sample_batches: 30,
+            min_replace_ratio: 0.3,
+        }
+    }
+}
+
+/// `trainer.algorithm.clip_cov.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClipCovConfig {
+    pub clip_ratio: f64,
+    pub clip_cov_lb: f64,
+    pub clip_cov_ub: f64,
+}
+
+impl Default for ClipCovConfig {
+    fn default() -> Self {
+        Self {
+            clip_ratio: 0.0002,
+            clip_cov_lb: 1.0,
+            clip_cov_ub: 5.0,
+        }
+    }
+}
+
+/// `trainer.algorithm.kl_cov.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KlCovConfig {
+    pub kl_cov_frac: f64,
+    pub ppo_kl_coef: f64,
+}
+
+impl Default for KlCovConfig {
+    fn default() -> Self {
+        Self {
+            kl_cov_frac: 0.2,
+            ppo_kl_coef: 1.0,
+        }
+    }
+}
+
+/// `trainer.algorithm.cispo.*`: the IS weight is clipped to `[1 - low, 1 + high]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CispoConfig {
+    pub cispo_eps_clip_low: f64,
+    pub cispo_eps_clip_high: f64,
+}
+
+impl Default for CispoConfig {
+    fn default() -> Self {
+        Self {
+            cispo_eps_clip_low: 1.0,
+            cispo_eps_clip_high: 4.0,
+        }
+    }
+}
+
+/// `trainer.fully_async.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FullyAsyncConfig {
+    pub max_staleness_steps: usize,
+    pub num_parallel_generation_workers: usize,
+}
+
+impl Default for FullyAsyncConfig {
+    fn default() -> Self {
+        Self {
+            max_staleness_steps: 4,
+            num_parallel_generation_workers: 768,
+        }
+    }
+}
+
+/// `generator.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GeneratorConfig {
+    pub inference_engine: InferenceEngineConfig,
+    pub n_samples_per_prompt: usize,
+    pub batched: bool,
+    pub max_turns: usize,
+    /// null = `trainer.max_prompt_length`.
+    pub max_input_length: Option<usize>,
+    pub chat_template: ChatTemplateConfig,
+    pub chat_template_kwargs: BTreeMap<String, Json>,
+    pub sampling_params: SamplingParams,
+    pub use_conversation_multi_turn: bool,
+    pub append_eos_token_after_stop_str_in_multi_turn: bool,
+    /// null = greedy (temperature 0) with the training max_generate_length.
+    pub eval_sampling_params: Option<SamplingParams>,
+    pub eval_n_samples_per_prompt: usize,
+    pub zero_reward_on_non_stop: bool,
+    pub apply_overlong_filtering: bool,
+    pub step_wise_trajectories: bool,
+}
+
+impl Default for GeneratorConfig {
+    fn default() -> Self {
+        Self {
+            inference_engine: InferenceEngineConfig::default(),
+            n_samples_per_prompt: 5,
+            batched: false,
+            max_turns: 1,
+            max_input_length: None,
+            chat_template: ChatTemplateConfig::default(),
+            chat_template_kwargs: BTreeMap::new(),
+            sampling_params: SamplingParams::default(),
+            use_conversation_multi_turn: true,
+            append_eos_token_after_stop_str_in_multi_turn: true,
+            eval_sampling_params: None,
+            eval_n_samples_per_prompt: 1,
+            zero_reward_on_non_stop: false,
+            apply_overlong_filtering: false,
+            step_wise_trajectories: false,
+        }
+    }
+}
+
+/// `generator.sampling_params.*` / `generator.eval_sampling_params.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SamplingParams {
+    pub max_generate_length: usize,
+    pub repetition_penalty: f64,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub min_p: f64,
+    /// -1 disables top-k.
+    pub top_k: i64,
+    /// null = do not return logprobs.
+    pub logprobs: Option<i64>,
+    pub stop: Option<Vec<String>>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            max_generate_length: 1024,
+            repetition_penalty: 1.0,
+            temperature: 1.0,
+            top_p: 1.0,
+            min_p: 0.0,
+            top_k: -1,
+            logprobs: Some(1),
+            stop: None,
+        }
+    }
+}
+
+/// `generator.chat_template.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatTemplateConfig {
+    /// `name` or `file`.
+    pub source: String,
+    pub name_or_path: Option<String>,
+}
+
+impl Default for ChatTemplateConfig {
+    fn default() -> Self {
+        Self {
+            source: "name".into(),
+            name_or_path: None,
+        }
+    }
+}
+
+/// `generator.inference_engine.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InferenceEngineConfig {
+    pub model_dtype: String,
+    pub run_engines_locally: bool,
+    pub num_engines: usize,
+    /// `tch` (in-process libtorch engine).
+    pub backend: String,
+    /// `colocated`, `cuda_ipc`, `nccl` or `checkpoint`.
+    pub weight_sync_backend: String,
+    pub tensor_parallel_size: usize,
+    pub async_engine: bool,
+    pub enable_prefix_caching: bool,
+    pub max_num_batched_tokens: usize,
+    pub max_num_seqs: usize,
+    pub gpu_memory_utilization: f64,
+    pub enforce_eager: bool,
+    pub remote_urls: Vec<String>,
+    pub enable_http_endpoint: bool,
+    pub http_endpoint_host: String,
+    pub http_endpoint_port: u16,
+    pub served_model_name: Option<String>,
+    /// Pass-through engine arguments.
+    pub engine_init_kwargs: BTreeMap<String, Json>,
+}
+
+impl Default for InferenceEngineConfig {
+    fn default() -> Self {
+        Self {
+            model_dtype: "bfloat16".into(),
+            run_engines_locally: true,
+            num_engines: 1,
+            backend: "tch".into(),
+            weight_sync_backend: "colocated".into(),
+            tensor_parallel_size: 1,
+            async_engine: true,
+            enable_prefix_caching: true,
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 1024,
+            gpu_memory_utilization: 0.8,
+            enforce_eager: true,
+            remote_urls: Vec::new(),
+            enable_http_endpoint: false,
+            http_endpoint_host: "127.0.0.1".into(),
+            http_endpoint_port: 8000,
+            served_model_name: None,
+            engine_init_kwargs: BTreeMap::new(),
+        }
+    }
+}
+
+/// `environment.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvironmentConfig {
+    /// Default env class for rows whose dataset `env_class` is empty.
+    pub env_class: String,
+    pub skyrl_gym: SkyrlGymConfig,
+}
+
+impl Default for EnvironmentConfig {
+    fn default() -> Self {
+        Self {
+            env_class: "gsm8k".into(),
+            skyrl_gym: SkyrlGymConfig::default(),
+        }
+    }
+}
+
+/// `environment.skyrl_gym.*`: worker count plus one free-form JSON object per env
+/// class (`environment.skyrl_gym.<env_class>.*`), handed to that env unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SkyrlGymConfig {
+    pub max_env_workers: usize,
+    #[serde(flatten)]
+    pub envs: BTreeMap<String, Json>,
+}
+
+impl Default for SkyrlGymConfig {
+    fn default() -> Self {
+        Self {
+            max_env_workers: 32,
+            envs: BTreeMap::new(),
+        }
+    }
+}

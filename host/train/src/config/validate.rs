@@ -1,0 +1,326 @@
+//! Derived defaults and consistency checks (after skyrl-train's `validate_cfg`
+//! and `validate_batch_sizes`).
+
+use super::types::{SamplingParams, SkyrlConfig};
+use crate::algorithms::{AdvantageEstimatorRegistry, PolicyLossRegistry};
+
+impl SkyrlConfig {
+    /// Fills keys whose defaults depend on other keys (skyrl's `__post_init__`s
+    /// and YAML interpolations) and migrates deprecated TIS keys.
+    pub fn resolve_defaults(&mut self) {
+        let t = &mut self.trainer;
+        let g = &mut self.generator;
+        if t.reference.model.path.is_none() && t.reference.model.init.is_none() {
+            t.reference.model = t.policy.model.clone();
+        }
+        if g.max_input_length.is_none() {
+            g.max_input_length = Some(t.max_prompt_length);
+        }
+        if g.eval_sampling_params.is_none() {
+            g.eval_sampling_params = Some(SamplingParams {
+                temperature: 0.0,
+                max_generate_length: g.sampling_params.max_generate_length,
+                ..SamplingParams::default()
+            });
+        }
+        let a = &mut t.algorithm;
+        if a.temperature.is_none() {
+            a.temperature = Some(g.sampling_params.temperature);
+        }
+        if a.max_seq_len.is_none() {
+            a.max_seq_len = Some(
+                (g.max_input_length.unwrap_or(t.max_prompt_length)
+                    + g.sampling_params.max_generate_length) as i64,
+            );
+        }
+        if a.use_tis && a.off_policy_correction.tis_ratio_type.is_none() {
+            a.off_policy_correction.tis_ratio_type = Some("token".into());
+            if a.tis_imp_ratio_cap > 0.0 {
+                a.off_policy_correction.token_tis_ratio_clip_high = a.tis_imp_ratio_cap;
+            }
+        }
+    }
+
+    /// Static checks; every problem is reported, each naming its key.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut e = Vec::new();
+        let t = &self.trainer;
+        let a = &t.algorithm;
+        let g = &self.generator;
+        let dp = t.placement.policy_num_nodes * t.placement.policy_num_gpus_per_node;
+
+        // batch sizes
+        for (k, v) in [
+            ("trainer.train_batch_size", t.train_batch_size),
+            ("trainer.policy_mini_batch_size", t.policy_mini_batch_size),
+            (
+                "trainer.micro_train_batch_size_per_gpu",
+                t.micro_train_batch_size_per_gpu,
+            ),
+            (
+                "trainer.micro_forward_batch_size_per_gpu",
+                t.micro_forward_batch_size_per_gpu,
+            ),
+            ("trainer.eval_batch_size", t.eval_batch_size),
+            ("trainer.epochs", t.epochs),
+            ("trainer.update_epochs_per_batch", t.update_epochs_per_batch),
+            ("generator.n_samples_per_prompt", g.n_samples_per_prompt),
+            (
+                "generator.eval_n_samples_per_prompt",
+                g.eval_n_samples_per_prompt,
+            ),
+            ("generator.max_turns", g.max_turns),
+            (
+                "generator.sampling_params.max_generate_length",
+                g.sampling_params.max_generate_length,
+            ),
+        ] {
+            if v == 0 {
+                e.push(format!("{k} must be at least 1"));
+            }
+        }
+        if dp == 0 {
+            e.push(
+                "trainer.placement.policy_num_nodes * policy_num_gpus_per_node must be at least 1"
+                    .into(),
+            );
+        }
+        if t.policy_mini_batch_size > 0 && t.train_batch_size > 0 {
+            if t.train_batch_size < t.policy_mini_batch_size {
+                e.push(format!(
+                    "trainer.train_batch_size ({}) must be >= trainer.policy_mini_batch_size ({})",
+                    t.train_batch_size, t.policy_mini_batch_size
+                ));
+            } else if !t.train_batch_size.is_multiple_of(t.policy_mini_batch_size) {
+                e.push(format!(
+                    "trainer.train_batch_size ({}) must be divisible by trainer.policy_mini_batch_size ({})",
+                    t.train_batch_size, t.policy_mini_batch_size
+                ));
+            }
+        }
+        if dp > 0 && t.micro_train_batch_size_per_gpu > 0 {
+            let per_gpu = t.policy_mini_batch_size * g.n_samples_per_prompt;
+            if !per_gpu.is_multiple_of(dp) {
+                e.push(format!(
+                    "trainer.policy_mini_batch_size * generator.n_samples_per_prompt ({per_gpu}) must be divisible by the policy data-parallel size ({dp})"
+                ));
+            } else if !(per_gpu / dp).is_multiple_of(t.micro_train_batch_size_per_gpu) {
+                e.push(format!(
+                    "policy mini-batch per GPU ({}) must be divisible by trainer.micro_train_batch_size_per_gpu ({})",
+                    per_gpu / dp,
+                    t.micro_train_batch_size_per_gpu
+                ));
+            }
+        }
+        let has_critic = t.critic.model.path.is_some() || t.critic.model.init.is_some();
+        if has_critic
+            && t.critic_mini_batch_size > 0
+            && !t.train_batch_size.is_multiple_of(t.critic_mini_batch_size)
+        {
+            e.push(format!(
+                "trainer.train_batch_size ({}) must be divisible by trainer.critic_mini_batch_size ({})",
+                t.train_batch_size, t.critic_mini_batch_size
+            ));
+        }
+        if t.policy.model.path.is_none() && t.policy.model.init.is_none() {
+            e.push("trainer.policy.model: set `path` or `init`".into());
+        }
+        if t.policy.model.path.is_some() && t.policy.model.init.is_some() {
+            e.push("trainer.policy.model: set only one of `path` and `init`".into());
+        }
+
+        // algorithm
+        if a.advantage_estimator == "gae" && !has_critic {
+            e.push("trainer.algorithm.advantage_estimator=gae needs a critic: set trainer.critic.model.path or .init".into());
+        }
+        if a.use_kl_loss && a.use_kl_in_reward {
+            e.push(
+                "trainer.algorithm.use_kl_loss and use_kl_in_reward are mutually exclusive".into(),
+            );
+        }
+        if !matches!(a.kl_estimator_type.as_str(), "k1" | "k2" | "k3" | "abs") {
+            e.push(format!(
+                "trainer.algorithm.kl_estimator_type `{}` must be k1, k2, k3 or abs",
+                a.kl_estimator_type
+            ));
+        }
+        match a.kl_ctrl.kind.as_str() {
+            "fixed" => {}
+            "adaptive" if a.kl_ctrl.horizon > 0.0 => {}
+            "adaptive" => e.push("trainer.algorithm.kl_ctrl.horizon must be > 0".into()),
+            other => e.push(format!(
+                "trainer.algorithm.kl_ctrl.type `{other}` must be fixed or adaptive"
+            )),
+        }
+        if !matches!(
+            a.loss_reduction.as_str(),
+            "token_mean" | "sequence_mean" | "seq_mean_token_sum_norm"
+        ) {
+            e.push(format!(
+                "trainer.algorithm.loss_reduction `{}` must be token_mean, sequence_mean or seq_mean_token_sum_norm",
+                a.loss_reduction
+            ));
+        }
+        if a.max_seq_len.is_some_and(|m| m <= 0) {
+            e.push("trainer.algorithm.max_seq_len must be positive".into());
+        }
+        for (k, v) in [
+            ("eps_clip_low", a.eps_clip_low),
+            ("eps_clip_high", a.eps_clip_high),
+            ("kl_loss_coef", a.kl_loss_coef),
+            ("entropy_loss_coef", a.entropy_loss_coef),
+        ] {
+            if v < 0.0 {
+                e.push(format!("trainer.algorithm.{k} must be >= 0"));
+            }
+        }
+        if a.policy_loss_type == "dual_clip" && a.clip_ratio_c <= 1.0 {
+            e.push(format!(
+                "trainer.algorithm.clip_ratio_c ({}) must be > 1 for dual_clip",
+                a.clip_ratio_c
+            ));
+        }
+        if !(0.0..=1.0).contains(&a.gamma) || !(0.0..=1.0).contains(&a.lambd) {
+            e.push("trainer.algorithm.gamma and lambd must be in [0, 1]".into());
+        }
+        let opc = &a.off_policy_correction;
+        if let Some(k) = &opc.tis_ratio_type {
+            if !matches!(k.as_str(), "token" | "sequence") {
+                e.push(format!(
+                    "trainer.algorithm.off_policy_correction.tis_ratio_type `{k}` must be token, sequence or null"
+                ));
+            }
+        }
+        if let Some(k) = &opc.sequence_mask_metric {
+            if !matches!(k.as_str(), "product" | "geometric") {
+                e.push(format!(
+                    "trainer.algorithm.off_policy_correction.sequence_mask_metric `{k}` must be product, geometric or null"
+                ));
+            }
+        }
+        let needs_rollout_lp = opc.tis_ratio_type.is_some()
+            || opc.sequence_mask_metric.is_some()
+            || a.policy_loss_type == "rollout_is";
+        if needs_rollout_lp && g.sampling_params.logprobs.is_none() {
+            e.push("rollout correction needs rollout logprobs: set generator.sampling_params.logprobs (e.g. 1)".into());
+        }
+        if let Some(k) = &a.dynamic_sampling.kind {
+            if !matches!(k.as_str(), "filter" | "replace") {
+                e.push(format!(
+                    "trainer.algorithm.dynamic_sampling.type `{k}` must be filter, replace or null"
+                ));
+            }
+            if !(0.0..=1.0).contains(&a.dynamic_sampling.min_replace_ratio) {
+                e.push(
+                    "trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1]".into(),
+                );
+            }
+        }
+
+        // optimizer
+        for (k, o) in [
+            (
+                "trainer.policy.optimizer_config",
+                &t.policy.optimizer_config,
+            ),
+            (
+                "trainer.critic.optimizer_config",
+                &t.critic.optimizer_config,
+            ),
+        ] {
+            if o.lr < 0.0 {
+                e.push(format!("{k}.lr must be >= 0"));
+            }
+            if o.adam_betas.iter().any(|b| !(0.0..1.0).contains(b)) {
+                e.push(format!("{k}.adam_betas must be in [0, 1)"));
+            }
+            if o.weight_decay < 0.0 || o.adam_eps <= 0.0 {
+                e.push(format!("{k}.weight_decay must be >= 0 and adam_eps > 0"));
+            }
+            if !matches!(o.scheduler.as_str(), "constant_with_warmup" | "constant") {
+                e.push(format!(
+                    "{k}.scheduler `{}` must be constant_with_warmup or constant",
+                    o.scheduler
+                ));
+            }
+        }
+
+        // trainer bookkeeping
+        match t.resume_mode.as_deref() {
+            None | Some("none") | Some("latest") => {}
+            Some("from_path") if t.resume_path.is_some() => {}
+            Some("from_path") => {
+                e.push("trainer.resume_mode=from_path needs trainer.resume_path".into())
+            }
+            Some(other) => e.push(format!(
+                "trainer.resume_mode `{other}` must be none, latest or from_path"
+            )),
+        }
+        if t.eval_interval == 0 || t.eval_interval < -1 {
+            e.push("trainer.eval_interval must be positive or -1 (disabled)".into());
+        }
+        if t.ckpt_interval == 0 || t.ckpt_interval < -1 {
+            e.push("trainer.ckpt_interval must be positive or -1 (disabled)".into());
+        }
+        if t.max_ckpts_to_keep == 0 || t.max_ckpts_to_keep < -1 {
+            e.push("trainer.max_ckpts_to_keep must be positive or -1 (keep all)".into());
+        }
+
+        // generator
+        for (k, s) in [
+            ("generator.sampling_params", Some(&g.sampling_params)),
+            (
+                "generator.eval_sampling_params",
+                g.eval_sampling_params.as_ref(),
+            ),
+        ] {
+            let Some(s) = s else { continue };
+            if s.temperature < 0.0 {
+                e.push(format!("{k}.temperature must be >= 0"));
+            }
+            if !(0.0 < s.top_p && s.top_p <= 1.0) {
+                e.push(format!("{k}.top_p must be in (0, 1]"));
+            }
+            if !(0.0..=1.0).contains(&s.min_p) {
+                e.push(format!("{k}.min_p must be in [0, 1]"));
+            }
+            if s.top_k == 0 || s.top_k < -1 {
+                e.push(format!("{k}.top_k must be positive or -1 (disabled)"));
+            }
+        }
+        if g.sampling_params.temperature == 0.0 {
+            e.push("generator.sampling_params.temperature must be > 0 for training (logprobs are temperature-scaled)".into());
+        }
+        if a.advantage_estimator != "gae"
+            && g.n_samples_per_prompt == 1
+            && a.advantage_estimator != "reinforce++"
+        {
+            tracing::warn!(
+                "generator.n_samples_per_prompt=1 with {}: group baselines degenerate",
+                a.advantage_estimator
+            );
+        }
+        if e.is_empty() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+
+    /// Checks that the configured estimator and loss names exist in the registries
+    /// (which may hold user-registered entries).
+    pub fn validate_names(
+        &self,
+        advantages: &AdvantageEstimatorRegistry,
+        losses: &PolicyLossRegistry,
+    ) -> anyhow::Result<()> {
+        let a = &self.trainer.algorithm;
+        advantages
+            .get(&a.advantage_estimator)
+            .map_err(|e| anyhow::anyhow!("trainer.algorithm.advantage_estimator: {e}"))?;
+        losses
+            .get(&a.policy_loss_type)
+            .map_err(|e| anyhow::anyhow!("trainer.algorithm.policy_loss_type: {e}"))?;
+        Ok(())
+    }
+}

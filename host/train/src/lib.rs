@@ -1,0 +1,9 @@
+//! skyrl-train: the training side of skyrl — RL algorithms over libtorch
+//! tensors, the configuration tree, prompt datasets, an AdamW optimiser whose
+//! state can be saved, and atomic checkpoints.
+
+pub mod algorithms;
+pub mod checkpoint;
+pub mod config;
+pub mod dataset;
+pub mod optim;

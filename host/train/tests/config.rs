@@ -1,0 +1,241 @@
+//! Config loading: defaults, YAML files, dotted overrides, unknown keys, validation.
+
+use std::path::PathBuf;
+
+use skyrl_train::algorithms::{AdvantageEstimatorRegistry, PolicyLossRegistry};
+use skyrl_train::config::{load_config, load_config_str, ConfigError, SkyrlConfig};
+
+fn ov(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn defaults_mirror_skyrl() {
+    let c = load_config(None, &[]).unwrap();
+    let t = &c.trainer;
+    assert_eq!(
+        (t.epochs, t.seed, t.eval_interval, t.ckpt_interval),
+        (1, 42, 5, 10)
+    );
+    assert_eq!(
+        (
+            t.train_batch_size,
+            t.policy_mini_batch_size,
+            t.max_prompt_length
+        ),
+        (1024, 256, 512)
+    );
+    let o = &t.policy.optimizer_config;
+    assert_eq!(
+        (o.lr, o.adam_betas, o.weight_decay, o.max_grad_norm),
+        (1e-6, [0.9, 0.999], 0.01, 1.0)
+    );
+    assert_eq!(o.scheduler, "constant_with_warmup");
+    let a = &t.algorithm;
+    assert_eq!(a.advantage_estimator, "grpo");
+    assert_eq!(
+        (a.eps_clip_low, a.eps_clip_high, a.clip_ratio_c),
+        (0.2, 0.2, 3.0)
+    );
+    assert_eq!(
+        (a.kl_estimator_type.as_str(), a.kl_loss_coef, a.use_kl_loss),
+        ("k3", 0.001, true)
+    );
+    assert_eq!(a.loss_reduction, "token_mean");
+    let g = &c.generator;
+    assert_eq!((g.n_samples_per_prompt, g.max_turns), (5, 1));
+    let s = &g.sampling_params;
+    assert_eq!(
+        (
+            s.max_generate_length,
+            s.temperature,
+            s.top_p,
+            s.top_k,
+            s.min_p
+        ),
+        (1024, 1.0, 1.0, -1, 0.0)
+    );
+    // derived defaults
+    assert_eq!(g.max_input_length, Some(512));
+    assert_eq!(g.eval_sampling_params.as_ref().unwrap().temperature, 0.0);
+    assert_eq!(a.temperature, Some(1.0));
+    assert_eq!(a.max_seq_len, Some(512 + 1024));
+    assert_eq!(t.reference.model, t.policy.model);
+}
+
+#[test]
+fn shipped_configs_load() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "yaml") {
+            let c = load_config(Some(&p), &[]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let names_ok = c.validate_names(
+                &AdvantageEstimatorRegistry::with_defaults(),
+                &PolicyLossRegistry::with_defaults(),
+            );
+            names_ok.unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "expected demo.yaml and gsm8k.yaml");
+}
+
+#[test]
+fn overrides_parse_yaml_scalars_and_create_sections() {
+    let c = load_config_str(
+        "trainer:\n  epochs: 2\n",
+        "inline",
+        &ov(&[
+            "trainer.epochs=3",
+            "trainer.policy.optimizer_config.lr=1e-5",
+            "trainer.policy.optimizer_config.adam_betas=[0.8, 0.9]",
+            "generator.sampling_params.stop=['</answer>', '\\n\\n']",
+            "trainer.algorithm.off_policy_correction.tis_ratio_type=token",
+            "trainer.resume_mode=null",
+            "+environment.skyrl_gym.gsm8k.strict=true",
+            "trainer.run_name=run with spaces",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.trainer.epochs, 3);
+    assert_eq!(c.trainer.policy.optimizer_config.lr, 1e-5);
+    assert_eq!(c.trainer.policy.optimizer_config.adam_betas, [0.8, 0.9]);
+    assert_eq!(
+        c.generator.sampling_params.stop.as_deref().unwrap()[0],
+        "</answer>"
+    );
+    assert_eq!(
+        c.trainer
+            .algorithm
+            .off_policy_correction
+            .tis_ratio_type
+            .as_deref(),
+        Some("token")
+    );
+    assert_eq!(c.trainer.resume_mode, None);
+    assert_eq!(
+        c.environment.skyrl_gym.envs["gsm8k"]["strict"],
+        serde_json::json!(true)
+    );
+    assert_eq!(c.trainer.run_name, "run with spaces");
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_the_path() {
+    let e = load_config_str(
+        "trainer:\n  algorithm:\n    eps_clip: 0.3\n",
+        "file.yaml",
+        &[],
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    println!("{msg}");
+    assert!(matches!(e, ConfigError::Key { .. }), "{msg}");
+    assert!(
+        msg.contains("trainer.algorithm") && msg.contains("eps_clip") && msg.contains("file.yaml"),
+        "{msg}"
+    );
+
+    let e = load_config_str("", "x", &ov(&["generator.sampling_params.temprature=0.5"]))
+        .unwrap_err()
+        .to_string();
+    println!("{e}");
+    assert!(
+        e.contains("temprature") && e.contains("from override"),
+        "{e}"
+    );
+
+    let e = load_config_str("", "x", &ov(&["trainer.epochs=many"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("trainer.epochs"), "{e}");
+
+    let e = load_config_str("", "x", &ov(&["trainer.epochs"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("key.sub=value"), "{e}");
+    let e = load_config_str("", "x", &ov(&["trainer..epochs=1"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("malformed key"), "{e}");
+    let e = load_config_str("", "x", &ov(&["trainer.epochs.x=1"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not a mapping") || e.contains("trainer.epochs"),
+        "{e}"
+    );
+    let e = load_config_str("trainer: [1, 2", "bad.yaml", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bad.yaml") && e.contains("invalid YAML"), "{e}");
+}
+
+#[test]
+fn validation_reports_every_problem() {
+    let e = load_config_str(
+        "",
+        "x",
+        &ov(&[
+            "trainer.train_batch_size=10",
+            "trainer.policy_mini_batch_size=4",
+            "trainer.algorithm.use_kl_in_reward=true",
+            "trainer.algorithm.advantage_estimator=gae",
+            "trainer.algorithm.loss_reduction=mean",
+            "trainer.resume_mode=from_path",
+        ]),
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = &e else {
+        panic!("{e}")
+    };
+    let all = problems.join("\n");
+    println!("{e}");
+    for needle in [
+        "divisible by trainer.policy_mini_batch_size",
+        "mutually exclusive",
+        "needs a critic",
+        "loss_reduction `mean`",
+        "resume_path",
+    ] {
+        assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
+    }
+}
+
+#[test]
+fn deprecated_tis_keys_migrate_and_config_round_trips() {
+    let c = load_config_str(
+        "",
+        "x",
+        &ov(&[
+            "trainer.algorithm.use_tis=true",
+            "trainer.algorithm.tis_imp_ratio_cap=3.0",
+        ]),
+    )
+    .unwrap();
+    let opc = &c.trainer.algorithm.off_policy_correction;
+    assert_eq!(opc.tis_ratio_type.as_deref(), Some("token"));
+    assert_eq!(opc.token_tis_ratio_clip_high, 3.0);
+    let yaml = serde_norway::to_string(&c).unwrap();
+    let back = load_config_str(&yaml, "roundtrip", &[]).unwrap();
+    assert_eq!(back, c);
+    let _: SkyrlConfig = back;
+}
+
+#[test]
+fn unknown_registry_names_are_reported() {
+    let c = load_config_str("", "x", &ov(&["trainer.algorithm.policy_loss_type=ppo2"])).unwrap();
+    let e = c
+        .validate_names(
+            &AdvantageEstimatorRegistry::with_defaults(),
+            &PolicyLossRegistry::with_defaults(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("policy_loss_type") && e.contains("ppo2") && e.contains("regular"),
+        "{e}"
+    );
+}
