@@ -11,7 +11,7 @@ use wit_component::StringEncoding;
 use wit_parser::Resolve;
 
 /// WIT package directory, relative to this crate.
-const WIT_DIR: &str = "/tmp/skyrl-wit";
+const WIT_DIR: &str = "../../wit";
 const WORLDS: [&str; 3] = ["environment-plugin", "tool-plugin", "reward-plugin"];
 
 fn main() {

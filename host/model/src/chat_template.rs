@@ -231,10 +231,7 @@ impl ChatTemplate {
             serde_json::to_value(messages)
                 .map_err(|e| ModelError::Input(format!("messages: {e}")))?,
         );
-        ctx.insert(
-            "add_generation_prompt".into(),
-            add_generation_prompt.into(),
-        );
+        ctx.insert("add_generation_prompt".into(), add_generation_prompt.into());
         ctx.insert("bos_token".into(), to_json(&self.bos_token));
         ctx.insert("eos_token".into(), to_json(&self.eos_token));
         ctx.insert("pad_token".into(), to_json(&self.pad_token));
@@ -242,5 +239,50 @@ impl ChatTemplate {
         template
             .render(Value::from_serialize(&ctx))
             .map_err(|e| ModelError::Tokenizer(format!("rendering chat template: {e:#}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Value {
+        Value::from_serialize(serde_json::json!({
+            "args": {"e": {}, "l": [], "n": [1, 2.5, null, true], "q": "SELECT \"x\" <b> é"},
+            "name": "sql"
+        }))
+    }
+
+    #[test]
+    fn tojson_matches_python_json_dumps() {
+        // Expected strings produced by Python's json.dumps(v, ensure_ascii=False[, indent=2]).
+        assert_eq!(
+            py_json(&sample(), None).unwrap(),
+            r#"{"args": {"e": {}, "l": [], "n": [1, 2.5, null, true], "q": "SELECT \"x\" <b> é"}, "name": "sql"}"#
+        );
+        assert_eq!(
+            py_json(&sample(), Some(2)).unwrap(),
+            "{\n  \"args\": {\n    \"e\": {},\n    \"l\": [],\n    \"n\": [\n      1,\n      2.5,\n      null,\n      true\n    ],\n    \"q\": \"SELECT \\\"x\\\" <b> é\"\n  },\n  \"name\": \"sql\"\n}"
+        );
+    }
+
+    #[test]
+    fn struct_field_order_is_kept_and_generation_tags_dropped() {
+        let t = ChatTemplate::new(
+            "{% for m in messages %}{% generation %}{{ m | tojson }}{% endgeneration %}{% endfor %}{{ eos_token }}",
+            None,
+            Some("<eos>".into()),
+            None,
+            None,
+        )
+        .unwrap();
+        let out = t.render(&[ChatMessage::new("user", "hi")], false, None).unwrap();
+        assert_eq!(out, r#"{"role": "user", "content": "hi"}<eos>"#);
+    }
+
+    #[test]
+    fn bad_templates_are_reported() {
+        let err = ChatTemplate::new("{% for %}", None, None, None, None).unwrap_err();
+        assert!(err.to_string().contains("does not compile"), "{err}");
     }
 }

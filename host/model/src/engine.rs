@@ -57,7 +57,11 @@ impl InferenceEngine {
     }
 
     /// Generates one completion per prompt (same order). See [`generate`].
-    pub fn generate(&self, prompts: &[Vec<i64>], params: &SamplingParams) -> Result<Vec<Completion>> {
+    pub fn generate(
+        &self,
+        prompts: &[Vec<i64>],
+        params: &SamplingParams,
+    ) -> Result<Vec<Completion>> {
         generate(
             &self.model,
             self.tokenizer.as_ref(),
@@ -178,7 +182,10 @@ impl Job<'_> {
             })
             .collect();
         if self.params.max_tokens == 0 {
-            return Ok(seqs.into_iter().map(|s| finish(s, StopReason::Length, None)).collect());
+            return Ok(seqs
+                .into_iter()
+                .map(|s| finish(s, StopReason::Length, None))
+                .collect());
         }
         let b = prompts.len() as i64;
         let l = prompts.iter().map(Vec::len).max().unwrap_or(0) as i64;
@@ -187,7 +194,9 @@ impl Job<'_> {
         for p in prompts {
             let padding = l as usize - p.len();
             ids.extend(std::iter::repeat_n(self.pad, padding).chain(p.iter().copied()));
-            mask.extend(std::iter::repeat_n(false, padding).chain(std::iter::repeat_n(true, p.len())));
+            mask.extend(
+                std::iter::repeat_n(false, padding).chain(std::iter::repeat_n(true, p.len())),
+            );
         }
         let ids = Tensor::from_slice(&ids).view([b, l]).to_device(device);
         let mut key_mask = Tensor::from_slice(&mask).view([b, l]).to_device(device);
@@ -235,10 +244,7 @@ impl Job<'_> {
                 active = keep.iter().map(|&row| active[row as usize]).collect();
             }
             let n = active.len() as i64;
-            key_mask = Tensor::cat(
-                &[&key_mask, &Tensor::ones([n, 1], (Kind::Bool, device))],
-                1,
-            );
+            key_mask = Tensor::cat(&[&key_mask, &Tensor::ones([n, 1], (Kind::Bool, device))], 1);
             let attn = additive_mask(&key_mask, 1, cache.len(), model.kind());
             let hidden = model.forward_hidden(
                 &step_tokens.view([n, 1]),

@@ -11,7 +11,14 @@ pub struct LayerCache {
 }
 
 impl LayerCache {
-    fn new(batch: i64, kv_heads: i64, capacity: i64, head_dim: i64, kind: Kind, device: Device) -> Self {
+    fn new(
+        batch: i64,
+        kv_heads: i64,
+        capacity: i64,
+        head_dim: i64,
+        kind: Kind,
+        device: Device,
+    ) -> Self {
         let shape = [batch, kv_heads, capacity, head_dim];
         LayerCache {
             keys: Tensor::zeros(shape, (kind, device)),

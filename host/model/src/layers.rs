@@ -38,7 +38,11 @@ fn linear(p: nn::Path, input: i64, output: i64, bias: bool) -> nn::Linear {
             mean: 0.0,
             stdev: 0.02,
         },
-        bs_init: if bias { Some(nn::Init::Const(0.0)) } else { None },
+        bs_init: if bias {
+            Some(nn::Init::Const(0.0))
+        } else {
+            None
+        },
         bias,
     };
     nn::linear(p, input, output, config)
@@ -152,16 +156,8 @@ impl Attention {
             (k, v)
         };
         let scale = (self.head_dim as f64).powf(-0.5);
-        let out = Tensor::scaled_dot_product_attention(
-            &q,
-            &k,
-            &v,
-            Some(mask),
-            0.0,
-            false,
-            scale,
-            false,
-        );
+        let out =
+            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, false);
         let out = out
             .transpose(1, 2)
             .contiguous()
@@ -208,13 +204,9 @@ impl DecoderLayer {
         mask: &Tensor,
         cache: Option<&mut LayerCache>,
     ) -> Tensor {
-        let h = x + self.self_attn.forward(
-            &self.input_layernorm.forward(x),
-            cos,
-            sin,
-            mask,
-            cache,
-        );
+        let h = x + self
+            .self_attn
+            .forward(&self.input_layernorm.forward(x), cos, sin, mask, cache);
         let out = self.mlp.forward(&self.post_attention_layernorm.forward(&h));
         h + out
     }

@@ -86,11 +86,8 @@ impl CausalLm {
             mean: 0.0,
             stdev: 0.02,
         };
-        let embed_tokens = (&model / "embed_tokens").var(
-            "weight",
-            &[config.vocab_size, config.hidden_size],
-            init,
-        );
+        let embed_tokens =
+            (&model / "embed_tokens").var("weight", &[config.vocab_size, config.hidden_size], init);
         let layers = (0..config.num_hidden_layers)
             .map(|i| DecoderLayer::new(&model / "layers" / i, &config))
             .collect();
@@ -209,7 +206,11 @@ impl CausalLm {
 
     /// Number of parameters (tied embeddings counted once).
     pub fn num_parameters(&self) -> i64 {
-        self.vs.variables().values().map(Tensor::numel).sum::<usize>() as i64
+        self.vs
+            .variables()
+            .values()
+            .map(Tensor::numel)
+            .sum::<usize>() as i64
     }
 
     /// Copies every weight of `other` (same architecture and shapes) into this model,
@@ -404,5 +405,6 @@ pub fn additive_mask(key_mask: &Tensor, queries: i64, offset: i64, kind: Kind) -
         .unsqueeze(0)
         .logical_and(&key_mask.to_kind(Kind::Bool).unsqueeze(1)) // [B, T, S]
         .unsqueeze(1);
-    Tensor::zeros(allowed.size(), (kind, device)).masked_fill(&allowed.logical_not(), mask_value(kind))
+    Tensor::zeros(allowed.size(), (kind, device))
+        .masked_fill(&allowed.logical_not(), mask_value(kind))
 }

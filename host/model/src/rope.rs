@@ -79,14 +79,14 @@ impl Rotary {
                 let low_wavelen = old_len / low_freq_factor;
                 let high_wavelen = old_len / high_freq_factor;
                 let wavelen = inv_freq.reciprocal() * (2.0 * std::f64::consts::PI);
-                let scaled = inv_freq.where_self(
-                    &wavelen.le(low_wavelen),
-                    &(&inv_freq / *factor),
-                );
+                let scaled = inv_freq.where_self(&wavelen.le(low_wavelen), &(&inv_freq / *factor));
                 let smooth = (wavelen.reciprocal() * *old_len - *low_freq_factor)
                     / (high_freq_factor - low_freq_factor);
-                let smoothed = (smooth.ones_like() - &smooth) * &scaled / *factor + &smooth * &scaled;
-                let medium = wavelen.ge(high_wavelen).logical_and(&wavelen.le(low_wavelen));
+                let smoothed =
+                    (smooth.ones_like() - &smooth) * &scaled / *factor + &smooth * &scaled;
+                let medium = wavelen
+                    .ge(high_wavelen)
+                    .logical_and(&wavelen.le(low_wavelen));
                 smoothed.where_self(&medium, &scaled)
             }
         };
@@ -96,7 +96,7 @@ impl Rotary {
     /// `(cos, sin)` of shape `[B, T, head_dim]` in `kind` for integer `positions [B, T]`.
     pub fn cos_sin(&self, positions: &Tensor, kind: Kind) -> (Tensor, Tensor) {
         let pos = positions.to_kind(Kind::Float).unsqueeze(-1); // [B,T,1]
-        // The weights may have been moved after construction (var_store_mut).
+                                                                // The weights may have been moved after construction (var_store_mut).
         let inv_freq = self.inv_freq.to_device(positions.device());
         let freqs = pos * inv_freq.view([1, 1, -1]); // [B,T,d/2]
         let emb = Tensor::cat(&[&freqs, &freqs], -1);

@@ -76,13 +76,19 @@ impl SamplingParams {
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = |m: String| Err(ModelError::Input(m));
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return bad(format!("temperature must be >= 0, got {}", self.temperature));
+            return bad(format!(
+                "temperature must be >= 0, got {}",
+                self.temperature
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad(format!("top_p must be in (0, 1], got {}", self.top_p));
         }
         if self.top_k < -1 {
-            return bad(format!("top_k must be -1, 0 or positive, got {}", self.top_k));
+            return bad(format!(
+                "top_k must be -1, 0 or positive, got {}",
+                self.top_k
+            ));
         }
         if !(0.0..=1.0).contains(&self.min_p) {
             return bad(format!("min_p must be in [0, 1], got {}", self.min_p));
@@ -150,7 +156,9 @@ pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -
     if params.is_greedy() {
         let tokens = logits.argmax(-1, false);
         let lp = match params.logprob_mode {
-            LogprobMode::Raw => raw_logp.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1),
+            LogprobMode::Raw => raw_logp
+                .gather(-1, &tokens.unsqueeze(-1), false)
+                .squeeze_dim(-1),
             LogprobMode::Processed => tokens.zeros_like().to_kind(Kind::Float),
         };
         return (tokens, lp);
@@ -184,7 +192,9 @@ pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -
         .sum_dim_intlist([-1i64].as_slice(), true, Kind::Int64)
         .clamp_max(vocab - 1);
     // Never pick a zeroed tail entry (possible only through rounding).
-    let kept = sorted.gt(0.0).sum_dim_intlist([-1i64].as_slice(), true, Kind::Int64);
+    let kept = sorted
+        .gt(0.0)
+        .sum_dim_intlist([-1i64].as_slice(), true, Kind::Int64);
     let choice = choice.minimum(&(kept - 1).clamp_min(0));
     let tokens = order.gather(-1, &choice, false);
     let lp = match params.logprob_mode {
@@ -192,4 +202,81 @@ pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -
         LogprobMode::Processed => (sorted.gather(-1, &choice, false) / &total).log(),
     };
     (tokens.squeeze_dim(-1), lp.squeeze_dim(-1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logits of a fixed distribution over 5 tokens: p = [0.5, 0.25, 0.15, 0.07, 0.03].
+    fn logits(rows: i64) -> Tensor {
+        Tensor::from_slice(&[0.07f32, 0.5, 0.03, 0.25, 0.15])
+            .log()
+            .unsqueeze(0)
+            .repeat([rows, 1])
+    }
+
+    fn draw(params: &SamplingParams) -> Vec<i64> {
+        let n = 400;
+        let u: Vec<f64> = (0..n).map(|i| (i as f64 + 0.5) / n as f64).collect();
+        let (tokens, _) = sample_next(&logits(n as i64), params, &u);
+        Vec::<i64>::try_from(tokens).unwrap()
+    }
+
+    fn support(tokens: &[i64]) -> Vec<i64> {
+        let mut s: Vec<i64> = tokens.to_vec();
+        s.sort();
+        s.dedup();
+        s
+    }
+
+    #[test]
+    fn filters_restrict_the_support() {
+        let base = SamplingParams::default();
+        assert_eq!(support(&draw(&base)), vec![0, 1, 2, 3, 4]);
+        let top_k = SamplingParams { top_k: 2, ..base.clone() };
+        assert_eq!(support(&draw(&top_k)), vec![1, 3]);
+        // Mass before token 3 is 0.5 < 0.7, before token 4 is 0.75 >= 0.7.
+        let top_p = SamplingParams { top_p: 0.7, ..base.clone() };
+        assert_eq!(support(&draw(&top_p)), vec![1, 3, 4]);
+        // 0.2 * 0.5 = 0.1: tokens with p < 0.1 dropped.
+        let min_p = SamplingParams { min_p: 0.2, ..base.clone() };
+        assert_eq!(support(&draw(&min_p)), vec![1, 3, 4]);
+        assert_eq!(support(&draw(&SamplingParams::greedy(1))), vec![1]);
+    }
+
+    #[test]
+    fn stratified_uniforms_reproduce_the_probabilities() {
+        let tokens = draw(&SamplingParams::default());
+        let count = |t| tokens.iter().filter(|&&x| x == t).count();
+        assert_eq!((count(1), count(3), count(4), count(0), count(2)), (200, 100, 60, 28, 12));
+    }
+
+    #[test]
+    fn logprob_modes() {
+        let u = [0.1];
+        let (tok, raw) = sample_next(&logits(1), &SamplingParams::default(), &u);
+        assert_eq!(tok.int64_value(&[0]), 1);
+        assert!((raw.double_value(&[0]) - 0.5f64.ln()).abs() < 1e-5);
+        let p = SamplingParams {
+            top_k: 2,
+            logprob_mode: LogprobMode::Processed,
+            ..Default::default()
+        };
+        let (_, lp) = sample_next(&logits(1), &p, &u);
+        assert!((lp.double_value(&[0]) - (0.5f64 / 0.75).ln()).abs() < 1e-5);
+    }
+
+    #[test]
+    fn validation_rejects_bad_values() {
+        for bad in [
+            SamplingParams { temperature: -1.0, ..Default::default() },
+            SamplingParams { top_p: 1.5, ..Default::default() },
+            SamplingParams { top_k: -2, ..Default::default() },
+            SamplingParams { min_p: 2.0, ..Default::default() },
+            SamplingParams { stop: vec![String::new()], ..Default::default() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
 }

@@ -40,7 +40,9 @@ impl TinySize {
 
 /// Characters of the tokenizer after the special tokens: `\n`, then printable ASCII.
 fn vocab_chars() -> Vec<char> {
-    std::iter::once('\n').chain((0x20u8..0x7f).map(char::from)).collect()
+    std::iter::once('\n')
+        .chain((0x20u8..0x7f).map(char::from))
+        .collect()
 }
 
 /// `tokenizer.json`: BPE with no merges over single characters (so every known

@@ -74,7 +74,9 @@ pub fn kind_from_torch_dtype(name: &str) -> Result<Kind, ModelError> {
         "bfloat16" => Ok(Kind::BFloat16),
         "float16" | "half" => Ok(Kind::Half),
         "float64" => Ok(Kind::Double),
-        other => Err(ModelError::Config(format!("unsupported torch_dtype `{other}`"))),
+        other => Err(ModelError::Config(format!(
+            "unsupported torch_dtype `{other}`"
+        ))),
     }
 }
 

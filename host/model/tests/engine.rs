@@ -31,7 +31,11 @@ fn greedy_by_recompute(model: &CausalLm, prompt: &[i64], steps: usize) -> Vec<i6
     for _ in 0..steps {
         let ids = Tensor::from_slice(&seq).view([1, seq.len() as i64]);
         let logits = tch::no_grad(|| model.forward(&ids, None).unwrap());
-        let next = logits.get(0).get(seq.len() as i64 - 1).argmax(-1, false).int64_value(&[]);
+        let next = logits
+            .get(0)
+            .get(seq.len() as i64 - 1)
+            .argmax(-1, false)
+            .int64_value(&[]);
         seq.push(next);
         out.push(next);
     }
@@ -48,7 +52,11 @@ fn greedy_kv_cache_matches_full_recompute_with_left_padding() {
     };
     let got = generate(&model, Some(&tokenizer), &prompts, &params, 8).unwrap();
     for (p, c) in prompts.iter().zip(&got) {
-        assert_eq!(c.token_ids, greedy_by_recompute(&model, p, 20), "prompt {p:?}");
+        assert_eq!(
+            c.token_ids,
+            greedy_by_recompute(&model, p, 20),
+            "prompt {p:?}"
+        );
         assert_eq!(c.stop_reason, StopReason::Length);
         assert_eq!(c.logprobs.len(), 20);
     }
@@ -72,10 +80,15 @@ fn raw_logprobs_equal_training_forward() {
         let full: Vec<i64> = p.iter().chain(&c.token_ids).copied().collect();
         let ids = Tensor::from_slice(&full).view([1, full.len() as i64]);
         let lp = tch::no_grad(|| model.forward_logprobs(&ids, &ids.ones_like()).unwrap());
-        let want = lp.get(0).narrow(0, p.len() as i64 - 1, c.token_ids.len() as i64);
+        let want = lp
+            .get(0)
+            .narrow(0, p.len() as i64 - 1, c.token_ids.len() as i64);
         let got = Tensor::from_slice(&c.logprobs);
         let diff = (want - got).abs().max().double_value(&[]);
-        assert!(diff < 1e-4, "rollout logprobs differ from forward_logprobs by {diff}");
+        assert!(
+            diff < 1e-4,
+            "rollout logprobs differ from forward_logprobs by {diff}"
+        );
     }
 }
 
@@ -113,7 +126,10 @@ fn stop_strings_and_stop_tokens_are_honoured() {
         &model,
         Some(&tokenizer),
         std::slice::from_ref(&prompt),
-        &SamplingParams { ignore_eos: true, ..SamplingParams::greedy(30) },
+        &SamplingParams {
+            ignore_eos: true,
+            ..SamplingParams::greedy(30)
+        },
         1,
     )
     .unwrap();
@@ -126,13 +142,24 @@ fn stop_strings_and_stop_tokens_are_honoured() {
         ignore_eos: true,
         ..SamplingParams::greedy(30)
     };
-    let got = generate(&model, Some(&tokenizer), std::slice::from_ref(&prompt), &params, 1).unwrap();
+    let got = generate(
+        &model,
+        Some(&tokenizer),
+        std::slice::from_ref(&prompt),
+        &params,
+        1,
+    )
+    .unwrap();
     let c = &got[0];
     assert_eq!(c.stop_reason, StopReason::Stop);
     assert_eq!(c.stop_match, Some(StopMatch::String(stop.clone())));
     let out = tokenizer.decode(&c.token_ids, true).unwrap();
     assert!(out.ends_with(&stop), "{out:?} should end with {stop:?}");
-    assert_eq!(out.len(), first + stop.len(), "stopped at the first occurrence");
+    assert_eq!(
+        out.len(),
+        first + stop.len(),
+        "stopped at the first occurrence"
+    );
 
     // A stop token id ends the sequence and is included.
     let stop_id = free[0].token_ids[4];
@@ -141,13 +168,26 @@ fn stop_strings_and_stop_tokens_are_honoured() {
         ..SamplingParams::greedy(30)
     };
     let got = generate(&model, None, std::slice::from_ref(&prompt), &params, 1).unwrap();
-    let pos = free[0].token_ids.iter().position(|&t| t == stop_id).unwrap();
+    let pos = free[0]
+        .token_ids
+        .iter()
+        .position(|&t| t == stop_id)
+        .unwrap();
     assert_eq!(got[0].token_ids, free[0].token_ids[..=pos].to_vec());
     assert_eq!(got[0].stop_match, Some(StopMatch::Token(stop_id)));
 
     // Stop strings without a tokenizer are a clear error.
-    let err = generate(&model, None, &[prompt], &SamplingParams { stop: vec!["x".into()], ..Default::default() }, 1)
-        .unwrap_err();
+    let err = generate(
+        &model,
+        None,
+        &[prompt],
+        &SamplingParams {
+            stop: vec!["x".into()],
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("tokenizer"), "{err}");
 }
 
@@ -155,7 +195,17 @@ fn stop_strings_and_stop_tokens_are_honoured() {
 fn top_k_one_is_greedy_and_processed_logprobs_are_valid() {
     let (_tmp, model, tokenizer) = model_and_tokenizer();
     let prompts = prompts(&tokenizer);
-    let greedy = generate(&model, None, &prompts, &SamplingParams { ignore_eos: true, ..SamplingParams::greedy(12) }, 8).unwrap();
+    let greedy = generate(
+        &model,
+        None,
+        &prompts,
+        &SamplingParams {
+            ignore_eos: true,
+            ..SamplingParams::greedy(12)
+        },
+        8,
+    )
+    .unwrap();
     let topk1 = SamplingParams {
         top_k: 1,
         max_tokens: 12,
@@ -209,11 +259,25 @@ fn sampling_follows_the_model_distribution() {
     }
     let empirical = Tensor::from_slice(&counts) / n as f64;
     let probs = probs.to_kind(Kind::Double);
-    let tv = 0.5 * (empirical - &probs).abs().sum(Kind::Double).double_value(&[]);
-    let uniform_tv = 0.5 * (probs - 1.0 / counts.len() as f64).abs().sum(Kind::Double).double_value(&[]);
+    let tv = 0.5
+        * (empirical - &probs)
+            .abs()
+            .sum(Kind::Double)
+            .double_value(&[]);
+    let uniform_tv = 0.5
+        * (probs - 1.0 / counts.len() as f64)
+            .abs()
+            .sum(Kind::Double)
+            .double_value(&[]);
     eprintln!("TV(samples, model) = {tv:.4}; TV(uniform, model) = {uniform_tv:.4}");
-    assert!(uniform_tv > 0.2, "test distribution too flat to be informative: {uniform_tv}");
-    assert!(tv < 0.08, "total variation {tv} between samples and model distribution");
+    assert!(
+        uniform_tv > 0.2,
+        "test distribution too flat to be informative: {uniform_tv}"
+    );
+    assert!(
+        tv < 0.08,
+        "total variation {tv} between samples and model distribution"
+    );
 }
 
 #[test]
@@ -222,9 +286,15 @@ fn bad_input_is_rejected() {
     let p = SamplingParams::default();
     assert!(generate(&model, None, &[vec![]], &p, 4).is_err());
     assert!(generate(&model, None, &[vec![100_000]], &p, 4).is_err());
-    let bad = SamplingParams { top_p: 0.0, ..Default::default() };
+    let bad = SamplingParams {
+        top_p: 0.0,
+        ..Default::default()
+    };
     assert!(generate(&model, None, &[vec![5]], &bad, 4).is_err());
-    let zero = SamplingParams { max_tokens: 0, ..Default::default() };
+    let zero = SamplingParams {
+        max_tokens: 0,
+        ..Default::default()
+    };
     let out = generate(&model, None, &[vec![5]], &zero, 4).unwrap();
     assert!(out[0].token_ids.is_empty());
     assert_eq!(out[0].stop_reason, StopReason::Length);

@@ -54,31 +54,28 @@ fn check_logits(arch: Arch, seed: u64) {
         [vec![0; 5], vec![1; 19]].concat(),
         [vec![1; 17], vec![0; 7]].concat(),
     ];
-    let reference = reference(
-        &dir,
-        &json!({"input_ids": ids, "attention_mask": mask}),
-    );
+    let reference = reference(&dir, &json!({"input_ids": ids, "attention_mask": mask}));
     let ids_t = Tensor::from_slice(&ids.concat()).view([3, 24]);
     let mask_t = Tensor::from_slice(&mask.concat()).view([3, 24]);
     let logits = tch::no_grad(|| model.forward(&ids_t, Some(&mask_t)).unwrap());
     let want = to_tensor_3d(&reference["logits"]);
     let real = mask_t.to_kind(Kind::Bool).unsqueeze(-1).expand_as(&want);
-    let diff = max_abs_diff(
-        &logits.masked_select(&real),
-        &want.masked_select(&real),
-    );
+    let diff = max_abs_diff(&logits.masked_select(&real), &want.masked_select(&real));
     eprintln!("{arch:?}: max |logits - transformers| = {diff:e}");
-    assert!(diff < 1e-4, "{arch:?}: logits differ from transformers by {diff}");
+    assert!(
+        diff < 1e-4,
+        "{arch:?}: logits differ from transformers by {diff}"
+    );
 
     let logprobs = tch::no_grad(|| model.forward_logprobs(&ids_t, &mask_t).unwrap());
     let want = to_tensor_2d(&reference["logprobs"]);
     let real = mask_t.narrow(1, 1, 23).to_kind(Kind::Bool);
-    let diff = max_abs_diff(
-        &logprobs.masked_select(&real),
-        &want.masked_select(&real),
-    );
+    let diff = max_abs_diff(&logprobs.masked_select(&real), &want.masked_select(&real));
     eprintln!("{arch:?}: max |logprobs - transformers| = {diff:e}");
-    assert!(diff < 1e-4, "{arch:?}: logprobs differ from transformers by {diff}");
+    assert!(
+        diff < 1e-4,
+        "{arch:?}: logprobs differ from transformers by {diff}"
+    );
 }
 
 #[test]
@@ -170,7 +167,8 @@ fn tokenizer_and_chat_template_match_transformers() {
         let ids = tokenizer.encode(text, false).unwrap();
         let want: Vec<i64> = serde_json::from_value(reference["encodings"][i].clone()).unwrap();
         assert_eq!(ids, want, "encoding of {text:?}");
-        let specials = 11 * text.matches("<|im_start|>").count() + 9 * text.matches("<|im_end|>").count();
+        let specials =
+            11 * text.matches("<|im_start|>").count() + 9 * text.matches("<|im_end|>").count();
         assert_eq!(ids.len(), text.len() - specials, "one token per char");
         let decoded = tokenizer.decode(&ids, false).unwrap();
         assert_eq!(decoded, reference["decodings"][i].as_str().unwrap());
@@ -178,8 +176,14 @@ fn tokenizer_and_chat_template_match_transformers() {
     }
     for (i, chat) in chats().iter().enumerate() {
         let r = &reference["chat_renders"][i];
-        assert_eq!(tokenizer.apply_chat_template(chat, true).unwrap(), r["gen"].as_str().unwrap());
-        assert_eq!(tokenizer.apply_chat_template(chat, false).unwrap(), r["no_gen"].as_str().unwrap());
+        assert_eq!(
+            tokenizer.apply_chat_template(chat, true).unwrap(),
+            r["gen"].as_str().unwrap()
+        );
+        assert_eq!(
+            tokenizer.apply_chat_template(chat, false).unwrap(),
+            r["no_gen"].as_str().unwrap()
+        );
         let want: Vec<i64> = serde_json::from_value(r["ids"].clone()).unwrap();
         assert_eq!(tokenizer.encode_chat(chat, true).unwrap(), want);
     }

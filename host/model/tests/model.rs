@@ -12,8 +12,10 @@ use skyrl_model::{
 };
 
 fn batch() -> (Tensor, Tensor) {
-    let ids = Tensor::from_slice(&[5i64, 9, 40, 41, 42, 7, 0, 0, 60, 61, 62, 63, 64, 65, 66, 67]).view([2, 8]);
-    let mask = Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]).view([2, 8]);
+    let ids = Tensor::from_slice(&[5i64, 9, 40, 41, 42, 7, 0, 0, 60, 61, 62, 63, 64, 65, 66, 67])
+        .view([2, 8]);
+    let mask =
+        Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]).view([2, 8]);
     (ids, mask)
 }
 
@@ -30,7 +32,13 @@ fn save_and_reload_round_trips_including_shards() {
     assert!(single.join("model.safetensors").is_file());
     assert!(single.join("tokenizer.json").is_file());
     let back = CausalLm::from_pretrained(&single, &cpu()).unwrap();
-    assert_eq!(max_abs_diff(&tch::no_grad(|| back.forward(&ids, Some(&mask)).unwrap()), &want), 0.0);
+    assert_eq!(
+        max_abs_diff(
+            &tch::no_grad(|| back.forward(&ids, Some(&mask)).unwrap()),
+            &want
+        ),
+        0.0
+    );
 
     let sharded = tmp.path().join("sharded");
     std::fs::create_dir(&sharded).unwrap();
@@ -38,7 +46,13 @@ fn save_and_reload_round_trips_including_shards() {
     assert!(sharded.join("model.safetensors.index.json").is_file());
     assert!(!sharded.join("model.safetensors").exists());
     let back = CausalLm::from_pretrained(&sharded, &cpu()).unwrap();
-    assert_eq!(max_abs_diff(&tch::no_grad(|| back.forward(&ids, Some(&mask)).unwrap()), &want), 0.0);
+    assert_eq!(
+        max_abs_diff(
+            &tch::no_grad(|| back.forward(&ids, Some(&mask)).unwrap()),
+            &want
+        ),
+        0.0
+    );
 
     // Saving over an existing checkpoint keeps its tokenizer files.
     model.save_pretrained(&single).unwrap();
@@ -76,18 +90,41 @@ fn copy_weights_and_clone_give_identical_outputs() {
     let (ids, mask) = batch();
     let want = tch::no_grad(|| model.forward(&ids, Some(&mask)).unwrap());
     let clone = model.try_clone(&cpu()).unwrap();
-    assert_eq!(max_abs_diff(&tch::no_grad(|| clone.forward(&ids, Some(&mask)).unwrap()), &want), 0.0);
+    assert_eq!(
+        max_abs_diff(
+            &tch::no_grad(|| clone.forward(&ids, Some(&mask)).unwrap()),
+            &want
+        ),
+        0.0
+    );
     let mut other = CausalLm::from_pretrained(tmp.path().join("m"), &cpu()).unwrap();
-    assert!(max_abs_diff(&tch::no_grad(|| other.forward(&ids, Some(&mask)).unwrap()), &want) > 1e-3);
+    assert!(
+        max_abs_diff(
+            &tch::no_grad(|| other.forward(&ids, Some(&mask)).unwrap()),
+            &want
+        ) > 1e-3
+    );
     other.copy_weights_from(&model).unwrap();
-    assert_eq!(max_abs_diff(&tch::no_grad(|| other.forward(&ids, Some(&mask)).unwrap()), &want), 0.0);
+    assert_eq!(
+        max_abs_diff(
+            &tch::no_grad(|| other.forward(&ids, Some(&mask)).unwrap()),
+            &want
+        ),
+        0.0
+    );
     // A clone is independent: training the original leaves it unchanged.
     tch::no_grad(|| {
         for (_, mut v) in model.var_store().variables() {
             let _ = v.g_mul_scalar_(0.5);
         }
     });
-    assert_eq!(max_abs_diff(&tch::no_grad(|| clone.forward(&ids, Some(&mask)).unwrap()), &want), 0.0);
+    assert_eq!(
+        max_abs_diff(
+            &tch::no_grad(|| clone.forward(&ids, Some(&mask)).unwrap()),
+            &want
+        ),
+        0.0
+    );
     // Mismatched shapes are an error.
     let tmp2 = tempfile::tempdir().unwrap();
     init_tiny_model(Arch::Qwen2, TinySize::Small, tmp2.path(), 0).unwrap();
@@ -106,7 +143,14 @@ fn forward_logprobs_trains_and_reports_entropy() {
     let mut losses = Vec::new();
     for _ in 0..30 {
         let out = model
-            .forward_logprobs_with(&ids, &mask, &LogprobOptions { temperature: 1.0, with_entropy: true })
+            .forward_logprobs_with(
+                &ids,
+                &mask,
+                &LogprobOptions {
+                    temperature: 1.0,
+                    with_entropy: true,
+                },
+            )
             .unwrap();
         assert_eq!(out.logprobs.size(), vec![2, 7]);
         let entropy = out.entropy.unwrap();
@@ -116,12 +160,22 @@ fn forward_logprobs_trains_and_reports_entropy() {
         losses.push(loss.double_value(&[]));
         opt.backward_step(&loss);
     }
-    assert!(losses[29] < 0.5 * losses[0], "loss did not drop: {losses:?}");
+    assert!(
+        losses[29] < 0.5 * losses[0],
+        "loss did not drop: {losses:?}"
+    );
     // Temperature scaling changes the log-probs.
     let t1 = tch::no_grad(|| model.forward_logprobs(&ids, &mask).unwrap());
     let t2 = tch::no_grad(|| {
         model
-            .forward_logprobs_with(&ids, &mask, &LogprobOptions { temperature: 2.0, with_entropy: false })
+            .forward_logprobs_with(
+                &ids,
+                &mask,
+                &LogprobOptions {
+                    temperature: 2.0,
+                    with_entropy: false,
+                },
+            )
             .unwrap()
             .logprobs
     });
@@ -164,7 +218,10 @@ fn bfloat16_weights_run_close_to_fp32() {
     let tmp = tempfile::tempdir().unwrap();
     let model = perturbed_tiny(Arch::Qwen2, &tmp.path().join("m"), 8);
     let bf16 = model
-        .try_clone(&skyrl_model::LoadOptions { device: tch::Device::Cpu, kind: Kind::BFloat16 })
+        .try_clone(&skyrl_model::LoadOptions {
+            device: tch::Device::Cpu,
+            kind: Kind::BFloat16,
+        })
         .unwrap();
     assert_eq!(bf16.kind(), Kind::BFloat16);
     let (ids, mask) = batch();

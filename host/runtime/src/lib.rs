@@ -19,11 +19,12 @@ mod limits;
 mod metadata;
 mod plugin;
 mod reward;
+mod sandbox;
 mod state;
 mod stdio;
 mod tool;
 
-pub use cache::ComponentCache;
+pub use cache::{CacheOutcome, ComponentCache};
 pub use engine::{EngineOptions, PluginEngine};
 pub use env::{EnvInstance, InitOutput, StepOutput};
 pub use error::{GuestErrorKind, PluginError, Result};

@@ -23,7 +23,7 @@ wit_bindgen::generate!({
             export skyrl:plugin/reward@0.1.0;
         }
     ",
-    path: "/tmp/skyrl-wit",
+    path: "../../wit",
     generate_all,
     runtime_path: "::skyrl_sdk::__rt::wit_bindgen::rt",
     pub_export_macro: true,

@@ -13,7 +13,9 @@ use clap::Parser;
 use rand::{Rng, SeedableRng};
 use tch::{Device, Kind, Tensor};
 
-use skyrl_model::{init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SamplingParams, TinySize};
+use skyrl_model::{
+    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SamplingParams, TinySize,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark skyrl-model against PyTorch/transformers")]
@@ -75,11 +77,22 @@ fn main() -> Result<()> {
         None => {
             _tmp = tempfile::tempdir()?;
             let d = _tmp.path().join("model");
-            init_tiny_model(Arch::parse(&args.arch)?, TinySize::parse(&args.size)?, &d, 0)?;
+            init_tiny_model(
+                Arch::parse(&args.arch)?,
+                TinySize::parse(&args.size)?,
+                &d,
+                0,
+            )?;
             d
         }
     };
-    let model = CausalLm::from_pretrained(&dir, &LoadOptions { device, kind: Kind::Float })?;
+    let model = CausalLm::from_pretrained(
+        &dir,
+        &LoadOptions {
+            device,
+            kind: Kind::Float,
+        },
+    )?;
     let config = model.config().clone();
     println!(
         "model: {} {} params={} hidden={} layers={} device={:?} threads={}",
@@ -97,9 +110,16 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let py = bench_python(&args, &dir)?;
-    let py_gen = py["gen_tokens_per_s"].as_f64().context("python gen_tokens_per_s")?;
-    let py_train = py["train_tokens_per_s"].as_f64().context("python train_tokens_per_s")?;
-    println!("python : generate {py_gen:>10.1} tok/s   train {py_train:>10.1} tok/s   (torch {})", py["torch"]);
+    let py_gen = py["gen_tokens_per_s"]
+        .as_f64()
+        .context("python gen_tokens_per_s")?;
+    let py_train = py["train_tokens_per_s"]
+        .as_f64()
+        .context("python train_tokens_per_s")?;
+    println!(
+        "python : generate {py_gen:>10.1} tok/s   train {py_train:>10.1} tok/s   (torch {})",
+        py["torch"]
+    );
     println!(
         "ratio rust/python: generate {:.2}x   train {:.2}x",
         rust_gen / py_gen,
@@ -118,7 +138,11 @@ fn bench_rust(model: CausalLm, args: &Args, device: Device) -> Result<(f64, f64)
     let vocab = model.config().vocab_size;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let prompts: Vec<Vec<i64>> = (0..args.batch)
-        .map(|_| (0..args.prompt_len).map(|_| rng.random_range(3..vocab)).collect())
+        .map(|_| {
+            (0..args.prompt_len)
+                .map(|_| rng.random_range(3..vocab))
+                .collect()
+        })
         .collect();
     let params = SamplingParams {
         temperature: 1.0,
@@ -139,7 +163,12 @@ fn bench_rust(model: CausalLm, args: &Args, device: Device) -> Result<(f64, f64)
     let gen_s = start.elapsed().as_secs_f64() / args.iters as f64;
 
     let model = engine.model();
-    let ids = Tensor::randint_low(3, vocab, [args.train_batch, args.train_seq_len], (Kind::Int64, device));
+    let ids = Tensor::randint_low(
+        3,
+        vocab,
+        [args.train_batch, args.train_seq_len],
+        (Kind::Int64, device),
+    );
     let mask = ids.ones_like();
     let step = || -> Result<()> {
         let lp = model.forward_logprobs(&ids, &mask)?;

@@ -44,7 +44,9 @@ pub fn python() -> PathBuf {
 
 /// Runs `tests/py/<script>` with `args`; panics with stderr on failure.
 pub fn run_python(script: &str, args: &[&Path]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py").join(script);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(script);
     let out = Command::new(python())
         .arg(&script)
         .args(args)

@@ -7,7 +7,7 @@
 //! | `none`        | well behaved: logs one line, reward 1.0, done                    |
 //! | `loop`        | spins forever                                                    |
 //! | `membomb`     | allocates and touches 16 MiB chunks until allocation fails       |
-//! | `recursion`   | unbounded, non-tail recursion with 4 KiB frames                  |
+//! | `recursion`   | unbounded non-tail recursion until the wasm call stack runs out  |
 //! | `trap`        | panics (a wasm trap)                                             |
 //! | `read_passwd` | reads `/etc/passwd`; the content or the error text is the observation |
 //!
@@ -72,19 +72,18 @@ pub fn allocate_forever() -> ! {
     }
 }
 
-/// Recurses without bound; every frame holds a 4 KiB buffer that is used
-/// after the recursive call, so it is not a tail call and cannot be removed.
+/// Recurses without bound until the wasm call stack is exhausted. Only
+/// scalars live in each frame (no shadow-stack memory), and the result goes
+/// through `black_box` before it is used, so the call is not a tail call and
+/// cannot be turned into a loop.
 #[inline(never)]
 pub fn recurse(depth: u64) -> u64 {
     // Unreachable in practice; hidden from the optimiser by `black_box`.
     if black_box(depth) == u64::MAX {
         return 0;
     }
-    let mut frame = [0u8; 4096];
-    frame[(depth % 4096) as usize] = depth as u8;
-    let frame = black_box(frame);
-    let below = recurse(black_box(depth + 1));
-    below.wrapping_add(u64::from(frame[(depth % 4096) as usize]))
+    let below = black_box(recurse(black_box(depth + 1)));
+    below.wrapping_mul(31).wrapping_add(depth)
 }
 
 /// The observation text of `read_passwd`: the file content, or the error.

@@ -1,0 +1,4 @@
+//! One module per `skyrl` subcommand.
+
+pub mod env;
+pub mod plugin;

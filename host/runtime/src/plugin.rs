@@ -1,0 +1,219 @@
+//! A loaded, compiled, linked plugin component, ready to instantiate.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use crate::bindings::env_world::EnvironmentPluginPre;
+use crate::bindings::reward_world::RewardPluginPre;
+use crate::bindings::tool_world::ToolPluginPre;
+use crate::bindings::types;
+use crate::cache::CacheOutcome;
+use crate::engine::PluginEngine;
+use crate::error::{PluginError, Result};
+use crate::limits::{SandboxLimits, SandboxPolicy};
+use crate::metadata::{self, PluginInfo, PluginKind, PluginMetadata, World};
+use crate::sandbox::Sandbox;
+use crate::state::HostState;
+use crate::tool::ToolRouter;
+
+/// A plugin component with its metadata, linked against the host.
+///
+/// Instantiating is cheap (pre-linked `InstancePre`, pooled memory); every
+/// [`EnvInstance`](crate::EnvInstance) gets a fresh sandbox.
+#[derive(Clone)]
+pub struct Plugin {
+    pub(crate) engine: PluginEngine,
+    metadata: Arc<PluginMetadata>,
+    cache_outcome: CacheOutcome,
+    pub(crate) pres: Arc<WorldPres>,
+    pub(crate) limits: SandboxLimits,
+    pub(crate) policy: SandboxPolicy,
+    pub(crate) tools: Option<Arc<ToolRouter>>,
+}
+
+/// Pre-linked instantiators for each world the component implements.
+pub(crate) struct WorldPres {
+    pub(crate) env: Option<EnvironmentPluginPre<HostState>>,
+    pub(crate) tool: Option<ToolPluginPre<HostState>>,
+    pub(crate) reward: Option<RewardPluginPre<HostState>>,
+}
+
+impl Plugin {
+    /// Load a component from a `.wasm` file.
+    pub fn load(engine: &PluginEngine, path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_bytes(engine, &bytes, &path.display().to_string())
+    }
+
+    /// Load a component from bytes; `origin` names it in errors and logs.
+    pub fn from_bytes(engine: &PluginEngine, bytes: &[u8], origin: &str) -> Result<Self> {
+        let (component, cache_outcome) = engine.cache().load(engine.engine(), bytes, origin)?;
+        let (imports, exports) = metadata::interface_names(&component, engine.engine());
+        let worlds = metadata::detect_worlds(&exports);
+        let pres = Arc::new(link(engine, &component, &worlds, origin)?);
+        let limits = engine.limits().clone();
+        let info = read_info(engine, &pres, &limits, origin, &exports)?;
+        tracing::debug!(plugin = %info.name, ?cache_outcome, "loaded plugin from {origin}");
+        let metadata = PluginMetadata {
+            info,
+            worlds,
+            imports,
+            exports,
+            digest: hex::encode(Sha256::digest(bytes)),
+            size_bytes: bytes.len(),
+        };
+        Ok(Self {
+            engine: engine.clone(),
+            metadata: Arc::new(metadata),
+            cache_outcome,
+            pres,
+            limits,
+            policy: SandboxPolicy::default(),
+            tools: None,
+        })
+    }
+
+    /// The plugin's self-description and interface facts.
+    pub fn metadata(&self) -> &PluginMetadata {
+        &self.metadata
+    }
+
+    /// The plugin's declared name.
+    pub fn name(&self) -> &str {
+        &self.metadata.info.name
+    }
+
+    /// Where the compiled code came from when this plugin was loaded.
+    pub fn cache_outcome(&self) -> CacheOutcome {
+        self.cache_outcome
+    }
+
+    /// Replace the sandbox limits for instances created from now on.
+    pub fn with_limits(mut self, limits: SandboxLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Replace the capability grants for instances created from now on.
+    pub fn with_policy(mut self, policy: SandboxPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Route this plugin's `host.call-tool` imports to `tools`. Fails when the
+    /// plugin declares a tool the router does not provide.
+    pub fn with_tools(mut self, tools: Arc<ToolRouter>) -> Result<Self> {
+        for name in &self.metadata.info.uses_tools {
+            if !tools.provides(name) {
+                return Err(PluginError::UnknownTool(name.clone()));
+            }
+        }
+        self.tools = Some(tools);
+        Ok(self)
+    }
+
+    /// The sandbox limits new instances get.
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    pub(crate) fn sandbox(&self) -> Result<Sandbox> {
+        Sandbox::new(
+            &self.engine,
+            self.name(),
+            &self.limits,
+            &self.policy,
+            self.tools.clone(),
+        )
+    }
+
+    pub(crate) fn wrong_world(&self, world: World) -> PluginError {
+        PluginError::WrongWorld {
+            plugin: self.name().to_string(),
+            world: world.name().to_string(),
+            exports: self.metadata.exports.join(", "),
+        }
+    }
+}
+
+fn link(engine: &PluginEngine, component: &Component, worlds: &[World], origin: &str) -> Result<WorldPres> {
+    let link_err = |e: wasmtime::Error| PluginError::Link {
+        plugin: origin.to_string(),
+        reason: format!("{e:#}"),
+    };
+    let pre = engine.linker().instantiate_pre(component).map_err(link_err)?;
+    let has = |world| worlds.contains(&world);
+    Ok(WorldPres {
+        env: has(World::EnvironmentPlugin)
+            .then(|| EnvironmentPluginPre::new(pre.clone()))
+            .transpose()
+            .map_err(link_err)?,
+        tool: has(World::ToolPlugin)
+            .then(|| ToolPluginPre::new(pre.clone()))
+            .transpose()
+            .map_err(link_err)?,
+        reward: has(World::RewardPlugin)
+            .then(|| RewardPluginPre::new(pre.clone()))
+            .transpose()
+            .map_err(link_err)?,
+    })
+}
+
+/// Instantiate once and call the `plugin.info` export.
+fn read_info(
+    engine: &PluginEngine,
+    pres: &WorldPres,
+    limits: &SandboxLimits,
+    origin: &str,
+    exports: &[String],
+) -> Result<PluginInfo> {
+    let mut sandbox = Sandbox::new(engine, origin, limits, &SandboxPolicy::default(), None)?;
+    let info = if let Some(pre) = &pres.env {
+        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?
+    } else if let Some(pre) = &pres.tool {
+        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?
+    } else if let Some(pre) = &pres.reward {
+        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?
+    } else {
+        let supported = metadata::detect_worlds(exports);
+        let reason = if supported.contains(&World::GeneratorPlugin) {
+            "generator plugins are not supported by this host version yet".to_string()
+        } else {
+            format!(
+                "it exports none of skyrl:plugin/{{environment,tool,reward}}@{} (exports: {})",
+                metadata::VERSION_LINE,
+                exports.join(", ")
+            )
+        };
+        return Err(PluginError::Link {
+            plugin: origin.to_string(),
+            reason,
+        });
+    };
+    Ok(convert_info(info))
+}
+
+fn convert_info(info: types::PluginInfo) -> PluginInfo {
+    let kind = match info.kind {
+        types::PluginKind::Environment => PluginKind::Environment,
+        types::PluginKind::Tool => PluginKind::Tool,
+        types::PluginKind::Reward => PluginKind::Reward,
+        types::PluginKind::Generator => PluginKind::Generator,
+    };
+    PluginInfo {
+        name: info.name,
+        version: info.version,
+        kind,
+        description: info.description,
+        uses_tools: info.uses_tools,
+    }
+}

@@ -1,0 +1,135 @@
+//! One sandboxed store: limits applied per call, traps classified, and the
+//! instance poisoned after any trap.
+
+use std::sync::Arc;
+
+use wasmtime::{Store, Trap};
+
+use crate::engine::{PluginEngine, EPOCH_TICK};
+use crate::error::{GuestErrorKind, PluginError, Result};
+use crate::limits::{SandboxLimits, SandboxPolicy};
+use crate::state::HostState;
+use crate::tool::ToolRouter;
+
+pub(crate) struct Sandbox {
+    pub(crate) store: Store<HostState>,
+    plugin: String,
+    limits: SandboxLimits,
+    poisoned: bool,
+}
+
+impl Sandbox {
+    pub(crate) fn new(
+        engine: &PluginEngine,
+        plugin: &str,
+        limits: &SandboxLimits,
+        policy: &SandboxPolicy,
+        tools: Option<Arc<ToolRouter>>,
+    ) -> Result<Self> {
+        let state = HostState::new(plugin, limits.memory_bytes, policy, tools)?;
+        let mut store = Store::new(engine.engine(), state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_trap();
+        Ok(Self {
+            store,
+            plugin: plugin.to_string(),
+            limits: limits.clone(),
+            poisoned: false,
+        })
+    }
+
+    pub(crate) fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// Run `f` under this call's fuel and deadline, mapping traps to typed
+    /// errors. After a trap every later call fails with `Poisoned`.
+    pub(crate) fn call<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R> {
+        if self.poisoned {
+            return Err(PluginError::Poisoned {
+                plugin: self.plugin.clone(),
+            });
+        }
+        self.arm()?;
+        match f(&mut self.store) {
+            Ok(value) => Ok(value),
+            Err(err) => {
+                self.poisoned = true;
+                Err(self.classify(call, err))
+            }
+        }
+    }
+
+    fn arm(&mut self) -> Result<()> {
+        let fuel = self.limits.fuel_per_call.unwrap_or(u64::MAX);
+        self.store
+            .set_fuel(fuel)
+            .map_err(|e| PluginError::Host(format!("cannot set fuel: {e:#}")))?;
+        let ticks = self.limits.call_timeout().as_micros() / EPOCH_TICK.as_micros();
+        self.store.set_epoch_deadline(ticks.max(1) as u64);
+        self.store.data_mut().limiter.hit = false;
+        Ok(())
+    }
+
+    fn classify(&self, call: &str, err: wasmtime::Error) -> PluginError {
+        let plugin = self.plugin.clone();
+        let call = call.to_string();
+        if self.store.data().limiter.hit {
+            return PluginError::MemoryLimit {
+                plugin,
+                call,
+                limit_bytes: self.limits.memory_bytes,
+            };
+        }
+        match err.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => PluginError::OutOfFuel {
+                plugin,
+                call,
+                fuel: self.limits.fuel_per_call.unwrap_or(u64::MAX),
+            },
+            Some(Trap::Interrupt) => PluginError::Timeout {
+                plugin,
+                call,
+                timeout_ms: self.limits.call_timeout_ms,
+            },
+            Some(Trap::StackOverflow) => PluginError::StackOverflow { plugin, call },
+            _ => PluginError::Trap {
+                plugin,
+                call,
+                reason: format!("{err:#}"),
+            },
+        }
+    }
+
+    /// Convert a guest-reported error into a [`PluginError`].
+    pub(crate) fn guest_error(&self, call: &str, err: crate::bindings::types::PluginError) -> PluginError {
+        use crate::bindings::types::PluginError as Wit;
+        let (kind, message) = match err {
+            Wit::InvalidConfig(m) => (GuestErrorKind::InvalidConfig, m),
+            Wit::InvalidInput(m) => (GuestErrorKind::InvalidInput, m),
+            Wit::Failed(m) => (GuestErrorKind::Failed, m),
+        };
+        PluginError::Guest {
+            plugin: self.plugin.clone(),
+            call: call.to_string(),
+            kind,
+            message,
+        }
+    }
+
+    /// Parse a JSON value the guest returned.
+    pub(crate) fn parse_json(&self, call: &str, text: &str) -> Result<serde_json::Value> {
+        if text.trim().is_empty() {
+            return Ok(serde_json::Value::Object(Default::default()));
+        }
+        serde_json::from_str(text).map_err(|e| PluginError::BadJson {
+            plugin: self.plugin.clone(),
+            call: call.to_string(),
+            reason: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! Per-instance host state: WASI context, memory limiter, host imports.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::ResourceLimiter;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::host::{self, LogLevel};
+use crate::bindings::types;
+use crate::error::{PluginError, Result};
+use crate::limits::SandboxPolicy;
+use crate::stdio::{Stream, TracingOutput};
+use crate::tool::ToolRouter;
+
+/// Denies memory growth past a cap and remembers that it did.
+pub(crate) struct MemoryLimiter {
+    pub(crate) limit_bytes: usize,
+    pub(crate) hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.limit_bytes;
+        self.hit |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// Everything one plugin instance's store holds.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    plugin: Arc<str>,
+    tools: Option<Arc<ToolRouter>>,
+}
+
+impl HostState {
+    pub(crate) fn new(
+        plugin: &str,
+        memory_bytes: usize,
+        policy: &SandboxPolicy,
+        tools: Option<Arc<ToolRouter>>,
+    ) -> Result<Self> {
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .stdout(TracingOutput::new(plugin, Stream::Stdout))
+            .stderr(TracingOutput::new(plugin, Stream::Stderr))
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for dir in &policy.read_only_dirs {
+            builder
+                .preopened_dir(&dir.host, &dir.guest, FsPerms::ReadOnly)
+                .map_err(|e| {
+                    PluginError::Host(format!(
+                        "cannot grant {} to plugin {plugin} as {}: {e:#}",
+                        dir.host.display(),
+                        dir.guest
+                    ))
+                })?;
+        }
+        Ok(Self {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                limit_bytes: memory_bytes,
+                hit: false,
+            },
+            plugin: plugin.into(),
+            tools,
+        })
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for HostState {}
+
+impl host::Host for HostState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            LogLevel::Trace => tracing::trace!(target: "skyrl::plugin", plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: "skyrl::plugin", plugin, "{message}"),
+            LogLevel::Info => tracing::info!(target: "skyrl::plugin", plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: "skyrl::plugin", plugin, "{message}"),
+            LogLevel::Error => tracing::error!(target: "skyrl::plugin", plugin, "{message}"),
+        }
+    }
+
+    fn call_tool(&mut self, name: String, args_json: String) -> std::result::Result<String, String> {
+        let Some(router) = &self.tools else {
+            return Err(format!("no tools are available to plugin {}", self.plugin));
+        };
+        router.call(&name, &args_json).map_err(|e| e.to_string())
+    }
+}
