@@ -218,24 +218,25 @@ impl ChatTemplate {
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        let mut ctx = serde_json::Map::new();
-        if let Some(extra) = extra {
-            ctx.extend(extra.clone());
-        }
-        let to_json = |v: &Option<String>| match v {
-            Some(s) => serde_json::Value::String(s.clone()),
-            None => serde_json::Value::Null,
-        };
+        // minijinja values keep struct field order (Python dict order); maps that
+        // come in as serde_json::Value keep serde_json's (sorted) key order.
+        let mut ctx: std::collections::BTreeMap<String, Value> = extra
+            .map(|e| {
+                e.iter()
+                    .map(|(k, v)| (k.clone(), Value::from_serialize(v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let token = |v: &Option<String>| Value::from(v.clone());
+        ctx.insert("messages".into(), Value::from_serialize(messages));
         ctx.insert(
-            "messages".into(),
-            serde_json::to_value(messages)
-                .map_err(|e| ModelError::Input(format!("messages: {e}")))?,
+            "add_generation_prompt".into(),
+            Value::from(add_generation_prompt),
         );
-        ctx.insert("add_generation_prompt".into(), add_generation_prompt.into());
-        ctx.insert("bos_token".into(), to_json(&self.bos_token));
-        ctx.insert("eos_token".into(), to_json(&self.eos_token));
-        ctx.insert("pad_token".into(), to_json(&self.pad_token));
-        ctx.insert("unk_token".into(), to_json(&self.unk_token));
+        ctx.insert("bos_token".into(), token(&self.bos_token));
+        ctx.insert("eos_token".into(), token(&self.eos_token));
+        ctx.insert("pad_token".into(), token(&self.pad_token));
+        ctx.insert("unk_token".into(), token(&self.unk_token));
         template
             .render(Value::from_serialize(&ctx))
             .map_err(|e| ModelError::Tokenizer(format!("rendering chat template: {e:#}")))
@@ -276,7 +277,9 @@ mod tests {
             None,
         )
         .unwrap();
-        let out = t.render(&[ChatMessage::new("user", "hi")], false, None).unwrap();
+        let out = t
+            .render(&[ChatMessage::new("user", "hi")], false, None)
+            .unwrap();
         assert_eq!(out, r#"{"role": "user", "content": "hi"}<eos>"#);
     }
 

@@ -40,6 +40,18 @@ pub use sampling::{Completion, LogprobMode, SamplingParams, StopMatch, StopReaso
 pub use tiny::{init_tiny_model, TinySize};
 pub use tokenizer::Tokenizer;
 
+/// Loads a Hugging Face model directory: weights + config and its tokenizer.
+pub fn load_pretrained(
+    dir: impl AsRef<Path>,
+    options: &LoadOptions,
+) -> Result<(CausalLm, Tokenizer)> {
+    let dir = dir.as_ref();
+    Ok((
+        CausalLm::from_pretrained(dir, options)?,
+        Tokenizer::from_dir(dir)?,
+    ))
+}
+
 /// Saves model weights + config and the tokenizer files into `dir` in one atomic
 /// replace (a complete Hugging Face checkpoint directory).
 pub fn save_checkpoint(model: &CausalLm, tokenizer: Option<&Tokenizer>, dir: &Path) -> Result<()> {

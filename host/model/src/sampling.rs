@@ -165,7 +165,17 @@ pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -
     }
     let vocab = logits.size()[1];
     let probs = (&logits / params.temperature).softmax(-1, Kind::Float);
-    let (mut sorted, order) = probs.sort(-1, true);
+    let filtered =
+        (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0 || params.min_p > 0.0;
+    // Without filters the CDF can be inverted in vocabulary order (no sort).
+    let (mut sorted, order) = if filtered {
+        probs.sort(-1, true)
+    } else {
+        let order = Tensor::arange(vocab, (Kind::Int64, logits.device()))
+            .unsqueeze(0)
+            .expand_as(&probs);
+        (probs, order)
+    };
     if params.top_k > 0 && params.top_k < vocab {
         let rank = Tensor::arange(vocab, (Kind::Int64, logits.device())).unsqueeze(0);
         sorted = sorted.masked_fill(&rank.ge(params.top_k), 0.0);
@@ -179,7 +189,7 @@ pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -
         let threshold = sorted.narrow(1, 0, 1) * params.min_p;
         sorted = sorted.masked_fill(&sorted.lt_tensor(&threshold), 0.0);
     }
-    // Kept tokens form a prefix of the sorted order; invert the CDF.
+    // Kept tokens form a prefix of the (sorted) order; invert the CDF.
     let cdf = sorted.cumsum(-1, Kind::Float);
     let total = cdf.narrow(1, vocab - 1, 1);
     let u = Tensor::from_slice(uniforms)
@@ -188,7 +198,7 @@ pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -
         .unsqueeze(-1);
     let target = &u * &total;
     let choice = cdf
-        .lt_tensor(&target)
+        .le_tensor(&target)
         .sum_dim_intlist([-1i64].as_slice(), true, Kind::Int64)
         .clamp_max(vocab - 1);
     // Never pick a zeroed tail entry (possible only through rounding).
@@ -234,13 +244,27 @@ mod tests {
     fn filters_restrict_the_support() {
         let base = SamplingParams::default();
         assert_eq!(support(&draw(&base)), vec![0, 1, 2, 3, 4]);
-        let top_k = SamplingParams { top_k: 2, ..base.clone() };
+        let top_k = SamplingParams {
+            top_k: 2,
+            ..base.clone()
+        };
         assert_eq!(support(&draw(&top_k)), vec![1, 3]);
         // Mass before token 3 is 0.5 < 0.7, before token 4 is 0.75 >= 0.7.
-        let top_p = SamplingParams { top_p: 0.7, ..base.clone() };
+        let top_p = SamplingParams {
+            top_p: 0.7,
+            ..base.clone()
+        };
+        assert_eq!(support(&draw(&top_p)), vec![1, 3]);
+        let top_p = SamplingParams {
+            top_p: 0.8,
+            ..base.clone()
+        };
         assert_eq!(support(&draw(&top_p)), vec![1, 3, 4]);
         // 0.2 * 0.5 = 0.1: tokens with p < 0.1 dropped.
-        let min_p = SamplingParams { min_p: 0.2, ..base.clone() };
+        let min_p = SamplingParams {
+            min_p: 0.2,
+            ..base.clone()
+        };
         assert_eq!(support(&draw(&min_p)), vec![1, 3, 4]);
         assert_eq!(support(&draw(&SamplingParams::greedy(1))), vec![1]);
     }
@@ -249,7 +273,10 @@ mod tests {
     fn stratified_uniforms_reproduce_the_probabilities() {
         let tokens = draw(&SamplingParams::default());
         let count = |t| tokens.iter().filter(|&&x| x == t).count();
-        assert_eq!((count(1), count(3), count(4), count(0), count(2)), (200, 100, 60, 28, 12));
+        assert_eq!(
+            (count(1), count(3), count(4), count(0), count(2)),
+            (200, 100, 60, 28, 12)
+        );
     }
 
     #[test]
@@ -270,11 +297,26 @@ mod tests {
     #[test]
     fn validation_rejects_bad_values() {
         for bad in [
-            SamplingParams { temperature: -1.0, ..Default::default() },
-            SamplingParams { top_p: 1.5, ..Default::default() },
-            SamplingParams { top_k: -2, ..Default::default() },
-            SamplingParams { min_p: 2.0, ..Default::default() },
-            SamplingParams { stop: vec![String::new()], ..Default::default() },
+            SamplingParams {
+                temperature: -1.0,
+                ..Default::default()
+            },
+            SamplingParams {
+                top_p: 1.5,
+                ..Default::default()
+            },
+            SamplingParams {
+                top_k: -2,
+                ..Default::default()
+            },
+            SamplingParams {
+                min_p: 2.0,
+                ..Default::default()
+            },
+            SamplingParams {
+                stop: vec![String::new()],
+                ..Default::default()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

@@ -239,3 +239,23 @@ fn bfloat16_weights_run_close_to_fp32() {
     let c = tch::no_grad(|| back.forward_logprobs(&ids, &mask).unwrap());
     assert!(max_abs_diff(&b, &c) < 0.05);
 }
+
+#[test]
+fn model_and_engine_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<CausalLm>();
+    assert_send::<skyrl_model::InferenceEngine>();
+    assert_send::<Tokenizer>();
+    let tmp = tempfile::tempdir().unwrap();
+    init_tiny_model(Arch::Qwen2, TinySize::Tiny, tmp.path(), 0).unwrap();
+    let (model, tokenizer) = skyrl_model::load_pretrained(tmp.path(), &cpu()).unwrap();
+    let engine = skyrl_model::InferenceEngine::new(model, Some(tokenizer));
+    let out = std::thread::spawn(move || {
+        engine
+            .generate(&[vec![5, 6, 7]], &skyrl_model::SamplingParams::greedy(3))
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    assert!(!out[0].token_ids.is_empty());
+}
