@@ -21,6 +21,11 @@ enum Command {
     /// Run environments by hand.
     #[command(subcommand)]
     Env(commands::env::EnvCommand),
+    /// Train a policy with RL (GRPO by default) on environment plugins.
+    Train(commands::train::TrainArgs),
+    /// Create models.
+    #[command(subcommand)]
+    Model(commands::model::ModelCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,6 +37,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Plugin(cmd) => commands::plugin::run(cmd),
         Command::Env(cmd) => commands::env::run(cmd),
+        Command::Train(args) => commands::train::run(args),
+        Command::Model(cmd) => commands::model::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

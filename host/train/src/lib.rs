@@ -6,4 +6,8 @@ pub mod algorithms;
 pub mod checkpoint;
 pub mod config;
 pub mod dataset;
+pub mod generator;
+pub mod metrics;
+pub mod model_setup;
 pub mod optim;
+pub mod trainer;

@@ -1,4 +1,6 @@
 //! One module per `skyrl` subcommand.
 
 pub mod env;
+pub mod model;
 pub mod plugin;
+pub mod train;

@@ -1,0 +1,167 @@
+//! Per-step metrics as JSON lines, and a PNG reward curve drawn from them.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+
+/// One step's metrics (name -> value).
+pub type StepMetrics = BTreeMap<String, f64>;
+
+/// Appends one JSON object per step to a file.
+pub struct MetricsLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl MetricsLog {
+    /// Opens `path`; `append = false` truncates it (a fresh run).
+    pub fn open(path: &Path, append: bool) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create log dir {}", dir.display()))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(append)
+            .write(true)
+            .truncate(!append)
+            .open(path)
+            .with_context(|| format!("cannot open metrics file {}", path.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// The file written to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `metrics` for `step` as one line (non-finite values become null).
+    pub fn write(&mut self, step: u64, metrics: &StepMetrics) -> Result<()> {
+        let mut obj = serde_json::Map::new();
+        obj.insert("step".into(), step.into());
+        for (k, v) in metrics {
+            let value = serde_json::Number::from_f64(*v)
+                .map(serde_json::Value::Number)
+                .unwrap_or(serde_json::Value::Null);
+            obj.insert(k.clone(), value);
+        }
+        writeln!(self.file, "{}", serde_json::Value::Object(obj))?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+/// Reads `(step, value)` series for each key of a metrics JSONL file.
+pub fn read_series(path: &Path) -> Result<BTreeMap<String, Vec<(f64, f64)>>> {
+    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}:{}: invalid JSON", path.display(), i + 1))?;
+        let Some(step) = v.get("step").and_then(|s| s.as_f64()) else {
+            continue;
+        };
+        if let Some(obj) = v.as_object() {
+            for (k, x) in obj {
+                if let Some(x) = x.as_f64() {
+                    out.entry(k.clone()).or_default().push((step, x));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn register_system_font() -> bool {
+    const CANDIDATES: [&str; 3] = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    ];
+    for p in CANDIDATES {
+        if let Ok(bytes) = std::fs::read(p) {
+            let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font("sans-serif", FontStyle::Normal, leaked).is_ok() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Draws the train reward (and eval reward, when logged) against the step into a
+/// PNG. Text labels are drawn only when a system TrueType font is found.
+pub fn plot_reward_curve(metrics_path: &Path, png: &Path) -> Result<()> {
+    let series = read_series(metrics_path)?;
+    let train = series.get("reward/mean").cloned().unwrap_or_default();
+    let eval = series.get("eval/reward_mean").cloned().unwrap_or_default();
+    let all: Vec<&(f64, f64)> = train.iter().chain(eval.iter()).collect();
+    let x_max = all.iter().map(|p| p.0).fold(1.0f64, f64::max);
+    let y_min = all.iter().map(|p| p.1).fold(0.0f64, f64::min);
+    let y_max = all.iter().map(|p| p.1).fold(1.0f64, f64::max);
+    let fonts = register_system_font();
+    let root = BitMapBackend::new(png, (800, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(20);
+    if fonts {
+        builder
+            .caption("reward", ("sans-serif", 24))
+            .x_label_area_size(40)
+            .y_label_area_size(50);
+    }
+    let mut chart = builder
+        .build_cartesian_2d(0f64..x_max, y_min..y_max)
+        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    let mut mesh = chart.configure_mesh();
+    if fonts {
+        mesh.x_desc("step").y_desc("mean reward");
+    } else {
+        mesh.disable_x_mesh().disable_y_mesh();
+    }
+    mesh.draw().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    let train_series = chart
+        .draw_series(LineSeries::new(train, BLUE.stroke_width(2)))
+        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    if fonts {
+        train_series
+            .label("train")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE));
+    }
+    if !eval.is_empty() {
+        chart
+            .draw_series(eval.iter().map(|&p| Circle::new(p, 4, RED.filled())))
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        let eval_series = chart
+            .draw_series(LineSeries::new(eval, RED.stroke_width(2)))
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        if fonts {
+            eval_series
+                .label("eval (greedy)")
+                .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED));
+        }
+    }
+    if fonts {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    }
+    root.present()
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", png.display()))?;
+    Ok(())
+}
