@@ -410,8 +410,16 @@ fn bench_env_latency(
 struct ThroughputRow {
     name: &'static str,
     threads: usize,
-    single: f64,
-    all: f64,
+    single: RunResult,
+    all: RunResult,
+}
+
+/// One throughput run.
+struct RunResult {
+    episodes_per_second: f64,
+    /// Fraction of the wall time the workers were on a CPU (Linux schedstat);
+    /// well below 1 means other processes took the cores.
+    cpu_share: Option<f64>,
 }
 
 fn measure_throughput(
@@ -425,8 +433,8 @@ fn measure_throughput(
     let single = episodes_per_second(&plugin, episode, 1, run_for);
     let all = episodes_per_second(&plugin, episode, threads, run_for);
     println!(
-        "throughput/{:<18} 1 thread: {single:>9.0} episodes/s   {threads} threads: {all:>9.0} episodes/s",
-        episode.name
+        "throughput/{:<18} 1 thread: {:>9.0} episodes/s   {threads} threads: {:>9.0} episodes/s",
+        episode.name, single.episodes_per_second, all.episodes_per_second
     );
     ThroughputRow {
         name: episode.name,
@@ -442,32 +450,47 @@ fn episodes_per_second(
     episode: &Episode,
     threads: usize,
     run_for: Duration,
-) -> f64 {
+) -> RunResult {
     let start_line = Barrier::new(threads + 1);
-    let (episodes, elapsed) = std::thread::scope(|scope| {
+    let (results, elapsed) = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
                     start_line.wait();
+                    let cpu_before = thread_cpu_time();
                     let deadline = Instant::now() + run_for;
                     let mut done = 0u64;
                     while Instant::now() < deadline {
                         black_box(run_episode(plugin, episode));
                         done += 1;
                     }
-                    done
+                    let cpu = cpu_before.zip(thread_cpu_time()).map(|(a, b)| b - a);
+                    (done, cpu)
                 })
             })
             .collect();
         start_line.wait();
         let start = Instant::now();
-        let episodes: u64 = workers
+        let results: Vec<(u64, Option<Duration>)> = workers
             .into_iter()
             .map(|w| w.join().expect("worker panicked"))
-            .sum();
-        (episodes, start.elapsed())
+            .collect();
+        (results, start.elapsed())
     });
-    episodes as f64 / elapsed.as_secs_f64()
+    let episodes: u64 = results.iter().map(|(done, _)| done).sum();
+    let cpu: Option<Duration> = results.iter().map(|(_, cpu)| *cpu).sum();
+    RunResult {
+        episodes_per_second: episodes as f64 / elapsed.as_secs_f64(),
+        cpu_share: cpu.map(|cpu| cpu.as_secs_f64() / (threads as f64 * elapsed.as_secs_f64())),
+    }
+}
+
+/// Time the calling thread has spent on a CPU (Linux
+/// `/proc/thread-self/schedstat`), if the OS reports it.
+fn thread_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos: u64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
 }
 
 // ---- summary ----------------------------------------------------------------
@@ -481,7 +504,10 @@ fn print_summary(
 ) {
     let get = |id: &str| recorder.median(id);
     println!();
-    println!("================ skyrl-runtime summary (median time per iteration) ================");
+    println!(
+        "{:=^84}",
+        " skyrl-runtime summary (median time per iteration) "
+    );
     println!("plugins: {}", plugins.dir.display());
 
     println!();
@@ -552,23 +578,51 @@ fn print_summary(
         run_for.as_secs_f64()
     );
     println!(
-        "  {:<18} {:>14} {:>16} {:>9} {:>11}",
-        "plugin", "1 thread /s", "N threads /s", "scaling", "efficiency"
+        "  {:<18} {:>12} {:>9} {:>18} {:>9} {:>9} {:>11}",
+        "plugin", "1 thread /s", "cpu", "N threads /s", "cpu", "scaling", "efficiency"
     );
+    let share = |run: &RunResult| {
+        run.cpu_share
+            .map_or("n/a".to_string(), |s| format!("{:.0}%", 100.0 * s))
+    };
+    let mut contended = false;
     for row in throughput {
-        let scaling = row.all / row.single;
+        let scaling = row.all.episodes_per_second / row.single.episodes_per_second;
         println!(
-            "  {:<18} {:>14.0} {:>16} {:>8.2}x {:>10.0}%",
+            "  {:<18} {:>12.0} {:>9} {:>18} {:>9} {:>8.2}x {:>10.0}%",
             row.name,
-            row.single,
-            format!("{:.0} (N={})", row.all, row.threads),
+            row.single.episodes_per_second,
+            share(&row.single),
+            format!("{:.0} (N={})", row.all.episodes_per_second, row.threads),
+            share(&row.all),
             scaling,
             100.0 * scaling / row.threads as f64
         );
+        contended |= [&row.single, &row.all]
+            .iter()
+            .any(|run| run.cpu_share.is_some_and(|s| s < 0.9));
     }
-    println!(
-        "====================================================================================="
-    );
+    println!("  cpu = share of the run's wall time each worker thread spent on a CPU");
+    if contended {
+        println!(
+            "  note: workers were on a CPU under 90% of the time: other processes competed for \
+             the cores, so these numbers (and the scaling) are understated"
+        );
+    }
+    if let Some(load) = load_average() {
+        println!("  1-minute load average at the end: {load:.2}");
+    }
+    println!("{}", "=".repeat(84));
+}
+
+/// The 1-minute load average (Linux `/proc/loadavg`), if readable.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn fmt_time(seconds: Option<f64>) -> String {

@@ -57,7 +57,12 @@ impl ComponentCache {
 
     /// Compile `bytes` (or fetch the cached compilation). `origin` names the
     /// plugin in errors.
-    pub fn load(&self, engine: &Engine, bytes: &[u8], origin: &str) -> Result<(Component, CacheOutcome)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        origin: &str,
+    ) -> Result<(Component, CacheOutcome)> {
         let digest = hex::encode(Sha256::digest(bytes));
         if let Some(component) = self.memory.lock().expect("cache lock").get(&digest) {
             return Ok((component.clone(), CacheOutcome::Memory));
@@ -102,7 +107,9 @@ impl ComponentCache {
     }
 
     fn write_disk(&self, digest: &str, component: &Component) {
-        let Some(path) = self.entry_path(digest) else { return };
+        let Some(path) = self.entry_path(digest) else {
+            return;
+        };
         let result = (|| -> anyhow::Result<()> {
             let dir = path.parent().expect("cache entry has a parent");
             std::fs::create_dir_all(dir)?;

@@ -64,7 +64,9 @@ impl PluginEngine {
             true => match Engine::new(&engine_config(&options, true)) {
                 Ok(engine) => (engine, true),
                 Err(err) => {
-                    tracing::warn!("pooling allocator unavailable ({err:#}); using on-demand allocation");
+                    tracing::warn!(
+                        "pooling allocator unavailable ({err:#}); using on-demand allocation"
+                    );
                     (build_engine(&options, false)?, false)
                 }
             },
@@ -150,10 +152,12 @@ fn engine_config(options: &EngineOptions, pooling: bool) -> Config {
 }
 
 fn build_linker(engine: &Engine) -> Result<Linker<HostState>> {
-    let link_err = |e: wasmtime::Error| PluginError::Host(format!("cannot build host linker: {e:#}"));
+    let link_err =
+        |e: wasmtime::Error| PluginError::Host(format!("cannot build host linker: {e:#}"));
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(link_err)?;
-    EnvironmentPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(link_err)?;
+    EnvironmentPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+        .map_err(link_err)?;
     Ok(linker)
 }
 

@@ -38,7 +38,11 @@ pub struct EnvInstance {
 
 impl Plugin {
     /// Create an environment from its config and the dataset row's extras.
-    pub fn create_env(&self, config: &serde_json::Value, extras: &serde_json::Value) -> Result<EnvInstance> {
+    pub fn create_env(
+        &self,
+        config: &serde_json::Value,
+        extras: &serde_json::Value,
+    ) -> Result<EnvInstance> {
         let pre = self
             .pres
             .env
@@ -69,7 +73,8 @@ impl EnvInstance {
     }
 
     fn handle(&self) -> Result<ResourceAny> {
-        self.env.ok_or_else(|| crate::PluginError::Host("environment already closed".into()))
+        self.env
+            .ok_or_else(|| crate::PluginError::Host("environment already closed".into()))
     }
 
     /// Start the episode; returns the (possibly rewritten) prompt.
@@ -79,7 +84,12 @@ impl EnvInstance {
         let bindings = &self.bindings;
         let out = self
             .sandbox
-            .call("init", |s| bindings.skyrl_plugin_environment().env().call_init(s, env, &prompt))?
+            .call("init", |s| {
+                bindings
+                    .skyrl_plugin_environment()
+                    .env()
+                    .call_init(s, env, &prompt)
+            })?
             .map_err(|e| self.sandbox.guest_error("init", e))?;
         Ok(InitOutput {
             prompt: out.prompt.into_iter().map(from_wit).collect(),
@@ -93,7 +103,12 @@ impl EnvInstance {
         let bindings = &self.bindings;
         let out = self
             .sandbox
-            .call("step", |s| bindings.skyrl_plugin_environment().env().call_step(s, env, action))?
+            .call("step", |s| {
+                bindings
+                    .skyrl_plugin_environment()
+                    .env()
+                    .call_step(s, env, action)
+            })?
             .map_err(|e| self.sandbox.guest_error("step", e))?;
         Ok(StepOutput {
             observations: out.observations.into_iter().map(from_wit).collect(),
@@ -107,18 +122,24 @@ impl EnvInstance {
     pub fn metrics(&mut self) -> Result<serde_json::Value> {
         let env = self.handle()?;
         let bindings = &self.bindings;
-        let text = self
-            .sandbox
-            .call("metrics", |s| bindings.skyrl_plugin_environment().env().call_metrics(s, env))?;
+        let text = self.sandbox.call("metrics", |s| {
+            bindings
+                .skyrl_plugin_environment()
+                .env()
+                .call_metrics(s, env)
+        })?;
         self.sandbox.parse_json("metrics", &text)
     }
 
     /// End the episode and release the guest resource.
     pub fn close(&mut self) -> Result<()> {
-        let Some(env) = self.env.take() else { return Ok(()) };
+        let Some(env) = self.env.take() else {
+            return Ok(());
+        };
         let bindings = &self.bindings;
-        self.sandbox
-            .call("close", |s| bindings.skyrl_plugin_environment().env().call_close(s, env))?;
+        self.sandbox.call("close", |s| {
+            bindings.skyrl_plugin_environment().env().call_close(s, env)
+        })?;
         self.sandbox.call("drop", |s| env.resource_drop(s))
     }
 }

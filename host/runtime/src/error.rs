@@ -31,7 +31,9 @@ pub enum PluginError {
     },
     #[error("plugin {plugin} cannot be linked: {reason}")]
     Link { plugin: String, reason: String },
-    #[error("plugin {plugin} ran out of fuel ({fuel} units) during {call}: likely an infinite loop")]
+    #[error(
+        "plugin {plugin} ran out of fuel ({fuel} units) during {call}: likely an infinite loop"
+    )]
     OutOfFuel {
         plugin: String,
         call: String,

@@ -80,10 +80,19 @@ pub struct PluginMetadata {
 }
 
 /// Import and export names of a component.
-pub(crate) fn interface_names(component: &Component, engine: &Engine) -> (Vec<String>, Vec<String>) {
+pub(crate) fn interface_names(
+    component: &Component,
+    engine: &Engine,
+) -> (Vec<String>, Vec<String>) {
     let ty = component.component_type();
-    let imports = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
-    let exports = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let imports = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let exports = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     (imports, exports)
 }
 
@@ -91,10 +100,10 @@ pub(crate) fn interface_names(component: &Component, engine: &Engine) -> (Vec<St
 /// any `skyrl:plugin/<interface>@0.1.x` (semver-compatible).
 pub(crate) fn compatible_export<'a>(exports: &'a [String], interface: &str) -> Option<&'a str> {
     let prefix = format!("{PACKAGE}/{interface}@");
-    exports.iter().map(String::as_str).find(|name| {
-        name.strip_prefix(&prefix)
-            .is_some_and(|version| is_compatible(version))
-    })
+    exports
+        .iter()
+        .map(String::as_str)
+        .find(|name| name.strip_prefix(&prefix).is_some_and(is_compatible))
 }
 
 fn is_compatible(version: &str) -> bool {

@@ -142,12 +142,20 @@ impl Plugin {
     }
 }
 
-fn link(engine: &PluginEngine, component: &Component, worlds: &[World], origin: &str) -> Result<WorldPres> {
+fn link(
+    engine: &PluginEngine,
+    component: &Component,
+    worlds: &[World],
+    origin: &str,
+) -> Result<WorldPres> {
     let link_err = |e: wasmtime::Error| PluginError::Link {
         plugin: origin.to_string(),
         reason: format!("{e:#}"),
     };
-    let pre = engine.linker().instantiate_pre(component).map_err(link_err)?;
+    let pre = engine
+        .linker()
+        .instantiate_pre(component)
+        .map_err(link_err)?;
     let has = |world| worlds.contains(&world);
     Ok(WorldPres {
         env: has(World::EnvironmentPlugin)

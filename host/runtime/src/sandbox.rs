@@ -106,7 +106,11 @@ impl Sandbox {
     }
 
     /// Convert a guest-reported error into a [`PluginError`].
-    pub(crate) fn guest_error(&self, call: &str, err: crate::bindings::types::PluginError) -> PluginError {
+    pub(crate) fn guest_error(
+        &self,
+        call: &str,
+        err: crate::bindings::types::PluginError,
+    ) -> PluginError {
         use crate::bindings::types::PluginError as Wit;
         let (kind, message) = match err {
             Wit::InvalidConfig(m) => (GuestErrorKind::InvalidConfig, m),

@@ -20,13 +20,23 @@ pub(crate) struct MemoryLimiter {
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let allowed = desired <= self.limit_bytes;
         self.hit |= !allowed;
         Ok(allowed)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }
@@ -101,7 +111,11 @@ impl host::Host for HostState {
         }
     }
 
-    fn call_tool(&mut self, name: String, args_json: String) -> std::result::Result<String, String> {
+    fn call_tool(
+        &mut self,
+        name: String,
+        args_json: String,
+    ) -> std::result::Result<String, String> {
         let Some(router) = &self.tools else {
             return Err(format!("no tools are available to plugin {}", self.plugin));
         };

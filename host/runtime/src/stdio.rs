@@ -51,8 +51,12 @@ impl TracingOutput {
     fn emit(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         match self.stream {
-            Stream::Stdout => tracing::info!(target: "skyrl::plugin", plugin = %self.plugin, "stdout: {text}"),
-            Stream::Stderr => tracing::warn!(target: "skyrl::plugin", plugin = %self.plugin, "stderr: {text}"),
+            Stream::Stdout => {
+                tracing::info!(target: "skyrl::plugin", plugin = %self.plugin, "stdout: {text}")
+            }
+            Stream::Stderr => {
+                tracing::warn!(target: "skyrl::plugin", plugin = %self.plugin, "stderr: {text}")
+            }
         }
     }
 }
@@ -81,7 +85,11 @@ impl StdoutStream for TracingOutput {
 }
 
 impl AsyncWrite for TracingOutput {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.write_bytes(buf);
         Poll::Ready(Ok(buf.len()))
     }

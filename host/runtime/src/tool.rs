@@ -61,7 +61,9 @@ impl ToolInstance {
     pub fn call(&mut self, name: &str, args_json: &str) -> Result<String> {
         let bindings = &self.bindings;
         self.sandbox
-            .call("call", |s| bindings.skyrl_plugin_tool().call_call(s, name, args_json))?
+            .call("call", |s| {
+                bindings.skyrl_plugin_tool().call_call(s, name, args_json)
+            })?
             .map_err(|e| self.sandbox.guest_error("call", e))
     }
 }
@@ -98,7 +100,9 @@ impl ToolRouter {
                         plugin.name()
                     )));
                 }
-                router.by_name.insert(spec.name.clone(), router.providers.len());
+                router
+                    .by_name
+                    .insert(spec.name.clone(), router.providers.len());
                 router.specs.push(spec);
             }
             router.providers.push(Provider {

@@ -72,7 +72,11 @@ fn scripted_episodes_match_reference_rewards() {
         let mut env = plugin.create_env(&episode.config, &episode.extras).unwrap();
         let prompt = vec![Message::user("question")];
         let init = env.init(&prompt).unwrap();
-        assert!(!init.prompt.is_empty(), "{}: init returned no prompt", episode.plugin);
+        assert!(
+            !init.prompt.is_empty(),
+            "{}: init returned no prompt",
+            episode.plugin
+        );
         for (turn, (action, expected)) in episode.actions.iter().zip(episode.rewards).enumerate() {
             let step = env.step(action).unwrap();
             assert!(
@@ -84,9 +88,17 @@ fn scripted_episodes_match_reference_rewards() {
             let last = turn + 1 == episode.actions.len();
             if !last {
                 assert!(!step.done, "{} ended early at turn {turn}", episode.plugin);
-                assert!(!step.observations.is_empty(), "{}: no follow-up observation", episode.plugin);
+                assert!(
+                    !step.observations.is_empty(),
+                    "{}: no follow-up observation",
+                    episode.plugin
+                );
             } else {
-                assert_eq!(step.done, episode.done_at_end, "{}: done flag", episode.plugin);
+                assert_eq!(
+                    step.done, episode.done_at_end,
+                    "{}: done flag",
+                    episode.plugin
+                );
             }
         }
         assert!(env.metrics().unwrap().is_object());
@@ -116,11 +128,19 @@ fn tools_are_routed_by_name_across_plugins() {
     assert_eq!(calculator.metadata().worlds, vec![World::ToolPlugin]);
     let router = Arc::new(ToolRouter::new(vec![calculator]).unwrap());
     assert!(router.provides("calculator"));
-    assert_eq!(router.call("calculator", r#"{"expression":"6*7"}"#).unwrap(), "42");
+    assert_eq!(
+        router
+            .call("calculator", r#"{"expression":"6*7"}"#)
+            .unwrap(),
+        "42"
+    );
     assert!(router.call("nope", "{}").is_err());
 
     let user = common::load(&engine, "tool_user");
-    assert_eq!(user.metadata().info.uses_tools, vec!["calculator".to_string()]);
+    assert_eq!(
+        user.metadata().info.uses_tools,
+        vec!["calculator".to_string()]
+    );
     // Without the tool the env cannot be wired up.
     let empty = Arc::new(ToolRouter::new(vec![]).unwrap());
     assert!(user.clone().with_tools(empty).is_err());
@@ -140,8 +160,18 @@ fn reward_plugins_score_responses() {
     assert_eq!(reward.metadata().worlds, vec![World::RewardPlugin]);
     let mut scorer = reward.create_reward().unwrap();
     let prompt = [Message::user("q")];
-    assert_eq!(scorer.score(&prompt, "#### 12", &json!("12"), &json!({})).unwrap(), 1.0);
-    assert_eq!(scorer.score(&prompt, "#### 13", &json!("12"), &json!({})).unwrap(), 0.0);
+    assert_eq!(
+        scorer
+            .score(&prompt, "#### 12", &json!("12"), &json!({}))
+            .unwrap(),
+        1.0
+    );
+    assert_eq!(
+        scorer
+            .score(&prompt, "#### 13", &json!("12"), &json!({}))
+            .unwrap(),
+        0.0
+    );
     // Using a plugin as the wrong world is a clear error.
     assert!(matches!(
         reward.create_env(&json!({}), &json!({})).err(),
@@ -167,7 +197,10 @@ fn compiled_components_are_cached_on_disk() {
     assert_eq!(second.cache_outcome(), CacheOutcome::Disk);
     // The cached code behaves like the fresh compile.
     let mut env = second
-        .create_env(&json!({}), &json!({ "reward_spec": { "ground_truth": "3" } }))
+        .create_env(
+            &json!({}),
+            &json!({ "reward_spec": { "ground_truth": "3" } }),
+        )
         .unwrap();
     env.init(&[Message::user("q")]).unwrap();
     assert_eq!(env.step("#### 3").unwrap().reward, 1.0);

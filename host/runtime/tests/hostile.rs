@@ -6,7 +6,13 @@ mod common;
 use serde_json::json;
 use skyrl_runtime::{Message, PluginError, SandboxLimits};
 
-fn attack(attack: &str, limits: SandboxLimits) -> (skyrl_runtime::Result<skyrl_runtime::StepOutput>, skyrl_runtime::EnvInstance) {
+fn attack(
+    attack: &str,
+    limits: SandboxLimits,
+) -> (
+    skyrl_runtime::Result<skyrl_runtime::StepOutput>,
+    skyrl_runtime::EnvInstance,
+) {
     let engine = common::engine(limits);
     let plugin = common::load(&engine, "hostile");
     let mut env = plugin
@@ -19,9 +25,15 @@ fn attack(attack: &str, limits: SandboxLimits) -> (skyrl_runtime::Result<skyrl_r
 #[test]
 fn infinite_loop_runs_out_of_fuel() {
     let (result, mut env) = attack("loop", common::tight_limits());
-    assert!(matches!(result, Err(PluginError::OutOfFuel { ref call, .. }) if call == "step"), "{result:?}");
+    assert!(
+        matches!(result, Err(PluginError::OutOfFuel { ref call, .. }) if call == "step"),
+        "{result:?}"
+    );
     // The trapped instance refuses further use with a clear error.
-    assert!(matches!(env.step("again"), Err(PluginError::Poisoned { .. })));
+    assert!(matches!(
+        env.step("again"),
+        Err(PluginError::Poisoned { .. })
+    ));
 }
 
 #[test]
@@ -33,7 +45,16 @@ fn infinite_loop_without_fuel_hits_the_wall_clock_deadline() {
     };
     let started = std::time::Instant::now();
     let (result, _env) = attack("loop", limits);
-    assert!(matches!(result, Err(PluginError::Timeout { timeout_ms: 300, .. })), "{result:?}");
+    assert!(
+        matches!(
+            result,
+            Err(PluginError::Timeout {
+                timeout_ms: 300,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
 
@@ -49,14 +70,19 @@ fn memory_bomb_hits_the_memory_limit() {
 #[test]
 fn deep_recursion_overflows_the_wasm_stack() {
     let (result, _env) = attack("recursion", common::tight_limits());
-    assert!(matches!(result, Err(PluginError::StackOverflow { .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(PluginError::StackOverflow { .. })),
+        "{result:?}"
+    );
 }
 
 #[test]
 fn panic_is_a_trap() {
     let (result, _env) = attack("trap", common::tight_limits());
     match result {
-        Err(PluginError::Trap { reason, .. }) => assert!(reason.contains("unreachable"), "{reason}"),
+        Err(PluginError::Trap { reason, .. }) => {
+            assert!(reason.contains("unreachable"), "{reason}")
+        }
         other => panic!("expected a trap, got {other:?}"),
     }
 }
@@ -67,7 +93,10 @@ fn filesystem_is_not_reachable() {
     let step = result.expect("the plugin reports the failed read itself");
     let observation = &step.observations[0].content;
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    assert!(!observation.contains("root:"), "guest read the host file: {observation}");
+    assert!(
+        !observation.contains("root:"),
+        "guest read the host file: {observation}"
+    );
     assert!(passwd.is_empty() || !observation.contains(passwd.lines().next().unwrap_or("root")));
     assert_eq!(step.reward, 0.0);
 }
@@ -95,15 +124,21 @@ fn read_only_grant_allows_reading_but_not_writing() {
 fn one_trapping_instance_leaves_the_others_working() {
     let engine = common::engine(common::tight_limits());
     let plugin = common::load(&engine, "hostile");
-    let mut good = plugin.create_env(&json!({ "attack": "none" }), &json!({})).unwrap();
-    let mut bad = plugin.create_env(&json!({ "attack": "trap" }), &json!({})).unwrap();
+    let mut good = plugin
+        .create_env(&json!({ "attack": "none" }), &json!({}))
+        .unwrap();
+    let mut bad = plugin
+        .create_env(&json!({ "attack": "trap" }), &json!({}))
+        .unwrap();
     good.init(&[Message::user("go")]).unwrap();
     bad.init(&[Message::user("go")]).unwrap();
     assert!(bad.step("x").is_err());
     let step = good.step("x").expect("the healthy instance still works");
     assert_eq!(step.reward, 1.0);
     // And the plugin can still create fresh instances.
-    let mut fresh = plugin.create_env(&json!({ "attack": "none" }), &json!({})).unwrap();
+    let mut fresh = plugin
+        .create_env(&json!({ "attack": "none" }), &json!({}))
+        .unwrap();
     fresh.init(&[Message::user("go")]).unwrap();
     assert_eq!(fresh.step("x").unwrap().reward, 1.0);
 }
@@ -111,18 +146,30 @@ fn one_trapping_instance_leaves_the_others_working() {
 #[test]
 fn malformed_components_get_clear_errors() {
     let engine = common::engine(common::tight_limits());
-    let garbage = skyrl_runtime::Plugin::from_bytes(&engine, b"definitely not wasm", "garbage.wasm");
-    assert!(matches!(garbage, Err(PluginError::Malformed { .. })), "{:?}", garbage.err());
+    let garbage =
+        skyrl_runtime::Plugin::from_bytes(&engine, b"definitely not wasm", "garbage.wasm");
+    assert!(
+        matches!(garbage, Err(PluginError::Malformed { .. })),
+        "{:?}",
+        garbage.err()
+    );
     // A core module (not a component).
     let core = skyrl_runtime::Plugin::from_bytes(&engine, b"\0asm\x01\0\0\0", "core.wasm");
     match core {
-        Err(PluginError::Malformed { reason, .. }) => assert!(reason.contains("core WebAssembly module"), "{reason}"),
+        Err(PluginError::Malformed { reason, .. }) => {
+            assert!(reason.contains("core WebAssembly module"), "{reason}")
+        }
         other => panic!("expected Malformed, got {:?}", other.err()),
     }
     // A truncated component.
     let bytes = std::fs::read(common::plugin_path("gsm8k")).unwrap();
-    let truncated = skyrl_runtime::Plugin::from_bytes(&engine, &bytes[..bytes.len() / 2], "truncated.wasm");
-    assert!(matches!(truncated, Err(PluginError::Malformed { .. })), "{:?}", truncated.err());
+    let truncated =
+        skyrl_runtime::Plugin::from_bytes(&engine, &bytes[..bytes.len() / 2], "truncated.wasm");
+    assert!(
+        matches!(truncated, Err(PluginError::Malformed { .. })),
+        "{:?}",
+        truncated.err()
+    );
     // A missing file.
     let missing = skyrl_runtime::Plugin::load(&engine, std::path::Path::new("/nonexistent/x.wasm"));
     assert!(matches!(missing, Err(PluginError::Io { .. })));
@@ -132,9 +179,18 @@ fn malformed_components_get_clear_errors() {
 fn bad_config_is_a_guest_error_not_a_trap() {
     let engine = common::engine(common::tight_limits());
     let plugin = common::load(&engine, "gsm8k");
-    let err = plugin.create_env(&json!({}), &json!({})).err().expect("missing ground truth");
+    let err = plugin
+        .create_env(&json!({}), &json!({}))
+        .err()
+        .expect("missing ground truth");
     assert!(
-        matches!(err, PluginError::Guest { kind: skyrl_runtime::GuestErrorKind::InvalidConfig, .. }),
+        matches!(
+            err,
+            PluginError::Guest {
+                kind: skyrl_runtime::GuestErrorKind::InvalidConfig,
+                ..
+            }
+        ),
         "{err:?}"
     );
 }

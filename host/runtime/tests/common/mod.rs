@@ -10,7 +10,9 @@ use skyrl_runtime::{EngineOptions, Plugin, PluginEngine, SandboxLimits};
 pub fn plugin_dir() -> PathBuf {
     std::env::var_os("SKYRL_PLUGIN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/plugins"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/plugins")
+        })
 }
 
 /// Path of a built plugin; panics with a clear message when missing.
