@@ -69,10 +69,14 @@ fn main() {
     } else {
         THROUGHPUT_SMOKE_RUN
     };
-    let throughput: Vec<ThroughputRow> = [&gsm8k, &string_transform]
-        .iter()
-        .map(|episode| measure_throughput(episode, &pooled, run_for))
-        .collect();
+    let throughput: Vec<ThroughputRow> = [
+        (&gsm8k, &pooled, "pooling"),
+        (&string_transform, &pooled, "pooling"),
+        (&gsm8k, &on_demand, "on-demand"),
+    ]
+    .into_iter()
+    .map(|(episode, engine, allocator)| measure_throughput(episode, engine, allocator, run_for))
+    .collect();
 
     print_summary(&recorder, &plugins, load_bytes.len(), &throughput, run_for);
 }
@@ -408,7 +412,8 @@ fn bench_env_latency(
 
 /// Episodes/s of one plugin on one thread and on every core.
 struct ThroughputRow {
-    name: &'static str,
+    /// Plugin and allocator, e.g. `gsm8k (pooling)`.
+    label: String,
     threads: usize,
     single: RunResult,
     all: RunResult,
@@ -425,19 +430,21 @@ struct RunResult {
 fn measure_throughput(
     episode: &Episode,
     engine: &PluginEngine,
+    allocator: &str,
     run_for: Duration,
 ) -> ThroughputRow {
+    let label = format!("{} ({allocator})", episode.name);
     let plugin = episode.load_checked(engine);
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     episodes_per_second(&plugin, episode, 1, run_for / 5); // warm up
     let single = episodes_per_second(&plugin, episode, 1, run_for);
     let all = episodes_per_second(&plugin, episode, threads, run_for);
     println!(
-        "throughput/{:<18} 1 thread: {:>9.0} episodes/s   {threads} threads: {:>9.0} episodes/s",
-        episode.name, single.episodes_per_second, all.episodes_per_second
+        "throughput/{label:<28} 1 thread: {:>7.0} episodes/s   {threads} threads: {:>7.0} episodes/s",
+        single.episodes_per_second, all.episodes_per_second
     );
     ThroughputRow {
-        name: episode.name,
+        label,
         threads,
         single,
         all,
@@ -574,12 +581,19 @@ fn print_summary(
 
     println!();
     println!(
-        "throughput: whole episodes (create+init+step+close), {:.1} s per run, pooling engine",
+        "throughput: whole episodes (create+init+step+close), {:.1} s per run",
         run_for.as_secs_f64()
     );
     println!(
-        "  {:<18} {:>12} {:>9} {:>18} {:>9} {:>9} {:>11}",
-        "plugin", "1 thread /s", "cpu", "N threads /s", "cpu", "scaling", "efficiency"
+        "  {:<28} {:>11} {:>5} {:>17} {:>5} {:>8} {:>7} {:>8}",
+        "plugin (allocator)",
+        "1 thread/s",
+        "cpu",
+        "N threads/s",
+        "cpu",
+        "scaling",
+        "effic.",
+        "per-cpu"
     );
     let share = |run: &RunResult| {
         run.cpu_share
@@ -588,21 +602,34 @@ fn print_summary(
     let mut contended = false;
     for row in throughput {
         let scaling = row.all.episodes_per_second / row.single.episodes_per_second;
+        let per_cpu = row
+            .single
+            .cpu_share
+            .zip(row.all.cpu_share)
+            .map_or("n/a".to_string(), |(one, all)| {
+                format!("{:.2}", scaling * one / (row.threads as f64 * all))
+            });
         println!(
-            "  {:<18} {:>12.0} {:>9} {:>18} {:>9} {:>8.2}x {:>10.0}%",
-            row.name,
+            "  {:<28} {:>11.0} {:>5} {:>17} {:>5} {:>7.2}x {:>6.0}% {:>8}",
+            row.label,
             row.single.episodes_per_second,
             share(&row.single),
             format!("{:.0} (N={})", row.all.episodes_per_second, row.threads),
             share(&row.all),
             scaling,
-            100.0 * scaling / row.threads as f64
+            100.0 * scaling / row.threads as f64,
+            per_cpu
         );
         contended |= [&row.single, &row.all]
             .iter()
             .any(|run| run.cpu_share.is_some_and(|s| s < 0.9));
     }
-    println!("  cpu = share of the run's wall time each worker thread spent on a CPU");
+    println!("  cpu: share of the run's wall time each worker thread spent on a CPU");
+    println!(
+        "  per-cpu: episodes per CPU-second of a worker, N threads vs 1 thread; 1.00 means running \
+         in parallel costs nothing per episode, below 1 means contention inside the process or \
+         kernel (locks, page-table/TLB work) or shared physical cores"
+    );
     if contended {
         println!(
             "  note: workers were on a CPU under 90% of the time: other processes competed for \

@@ -254,7 +254,12 @@ impl Generator {
             let (plugin, config) = self.envs.get(&r.env_class)?;
             let mut extras = r.extras.clone();
             extras.insert("max_turns".into(), json!(params.max_turns));
-            jobs.push((plugin.clone(), config, Value::Object(extras), r.prompt.clone()));
+            jobs.push((
+                plugin.clone(),
+                config,
+                Value::Object(extras),
+                r.prompt.clone(),
+            ));
         }
         let inits = on_blocking_pool(jobs, |(plugin, config, extras, prompt)| {
             let mut env = plugin.create_env(&config, &extras)?;
@@ -327,9 +332,11 @@ impl Generator {
                 let t = &mut trajs[i];
                 let text = tokenizer.decode(&c.token_ids, true)?;
                 t.response_ids.extend_from_slice(&c.token_ids);
-                t.loss_mask.extend(std::iter::repeat_n(1.0, c.token_ids.len()));
+                t.loss_mask
+                    .extend(std::iter::repeat_n(1.0, c.token_ids.len()));
                 t.logprobs.extend_from_slice(&c.logprobs);
-                t.rewards.extend(std::iter::repeat_n(0.0, c.token_ids.len()));
+                t.rewards
+                    .extend(std::iter::repeat_n(0.0, c.token_ids.len()));
                 t.turns += 1;
                 gen_reasons.push(c.stop_reason.as_str().to_string());
                 let env = t.env.take().expect("active trajectories hold their env");

@@ -112,7 +112,8 @@ pub fn plot_reward_curve(metrics_path: &Path, png: &Path) -> Result<()> {
     let y_max = all.iter().map(|p| p.1).fold(1.0f64, f64::max);
     let fonts = register_system_font();
     let root = BitMapBackend::new(png, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    root.fill(&WHITE)
+        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
     let mut builder = ChartBuilder::on(&root);
     builder.margin(20);
     if fonts {

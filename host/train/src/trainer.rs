@@ -75,8 +75,20 @@ fn pad_id(tokenizer: &Tokenizer, model: &CausalLm) -> i64 {
 /// Left-pads prompts and right-pads responses (skyrl's layout).
 fn build_batch(out: &GeneratorOutput, pad: i64, device: Device) -> Batch {
     let n = out.prompt_token_ids.len();
-    let p = out.prompt_token_ids.iter().map(Vec::len).max().unwrap_or(1).max(1);
-    let r = out.response_ids.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let p = out
+        .prompt_token_ids
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let r = out
+        .response_ids
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let mut ids = Vec::with_capacity(n * (p + r));
     let mut attn = Vec::with_capacity(n * (p + r));
     let mut mask = Vec::with_capacity(n * r);
@@ -226,13 +238,8 @@ impl Trainer {
         let t = &cfg.trainer;
         let train_data = PromptDataset::load(&cfg.data.train_data)?;
         let val_data = PromptDataset::load(&cfg.data.val_data)?;
-        let sampler = EpochSampler::new(
-            train_data.len(),
-            t.train_batch_size,
-            t.seed,
-            t.epochs,
-            true,
-        )?;
+        let sampler =
+            EpochSampler::new(train_data.len(), t.train_batch_size, t.seed, t.epochs, true)?;
         for row in &train_data.rows {
             let class = row
                 .env_class
@@ -352,12 +359,19 @@ impl Trainer {
         let mut rewards = Vec::new();
         let mut env_sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
         let all: Vec<usize> = (0..self.val_data.len()).collect();
-        for (k, chunk) in all.chunks(self.cfg.trainer.eval_batch_size.max(1)).enumerate() {
+        for (k, chunk) in all
+            .chunks(self.cfg.trainer.eval_batch_size.max(1))
+            .enumerate()
+        {
             let reqs = self.requests(chunk, &self.val_data, g.eval_n_samples_per_prompt);
             let params = RolloutParams::from_config(
                 g,
                 &sp,
-                Some(derive_seed(self.cfg.trainer.seed, self.global_step, 1000 + k as u64)),
+                Some(derive_seed(
+                    self.cfg.trainer.seed,
+                    self.global_step,
+                    1000 + k as u64,
+                )),
             );
             let out = self
                 .generator
@@ -482,14 +496,8 @@ impl Trainer {
                 while s < m0 + mlen {
                     let len = micro.min(m0 + mlen - s);
                     let mask = batch.response_mask.narrow(0, s, len);
-                    let (lp, ent) = response_logprobs(
-                        &self.policy,
-                        &batch,
-                        s,
-                        len,
-                        temperature,
-                        true,
-                    )?;
+                    let (lp, ent) =
+                        response_logprobs(&self.policy, &batch, s, len, temperature, true)?;
                     let old = old_lp.narrow(0, s, len);
                     let advs = advantages.narrow(0, s, len);
                     let rollout = batch.rollout_logprobs.narrow(0, s, len);
@@ -524,9 +532,10 @@ impl Trainer {
                         _ => len as f64 / mlen as f64,
                     };
                     (loss * scale).backward();
-                    let approx_kl =
-                        masked_mean(&(&old - lp.detach()), &mask).double_value(&[]);
-                    acc.entry("policy/approx_kl".into()).or_default().push(approx_kl);
+                    let approx_kl = masked_mean(&(&old - lp.detach()), &mask).double_value(&[]);
+                    acc.entry("policy/approx_kl".into())
+                        .or_default()
+                        .push(approx_kl);
                     for (k, v) in out.metrics {
                         acc.entry(format!("policy/{k}")).or_default().push(v);
                     }
@@ -555,7 +564,10 @@ impl Trainer {
             "response_length/max".into(),
             resp_lens.iter().cloned().fold(0.0, f64::max),
         );
-        m.insert("num_turns/mean".into(), mean(&out.num_turns.iter().map(|&x| x as f64).collect::<Vec<_>>()));
+        m.insert(
+            "num_turns/mean".into(),
+            mean(&out.num_turns.iter().map(|&x| x as f64).collect::<Vec<_>>()),
+        );
         for reason in ["stop", "length", ENV_ERROR] {
             let frac = out.stop_reasons.iter().filter(|s| *s == reason).count() as f64
                 / out.stop_reasons.len().max(1) as f64;
@@ -580,10 +592,7 @@ impl Trainer {
         m.insert("time/generate".into(), gen_secs);
         m.insert("time/train".into(), train_secs);
         m.insert("time/step".into(), step_start.elapsed().as_secs_f64());
-        m.insert(
-            "tokens_per_s".into(),
-            generated_tokens / gen_secs.max(1e-9),
-        );
+        m.insert("tokens_per_s".into(), generated_tokens / gen_secs.max(1e-9));
         Ok(Some(m))
     }
 

@@ -51,7 +51,7 @@ fn config(dir: &Path, extra: &[&str]) -> SkyrlConfig {
         "trainer.max_prompt_length=64".into(),
         "trainer.policy.optimizer_config.lr=1e-3".into(),
         "trainer.policy.optimizer_config.num_warmup_steps=0".into(),
-        "trainer.policy.model.init.vocab_size=98".into(),
+        "trainer.policy.model.init.vocab_size=99".into(),
         "trainer.policy.model.init.intermediate_size=128".into(),
         "trainer.policy.model.init.tokenizer=char".into(),
         "trainer.algorithm.use_kl_loss=true".into(),

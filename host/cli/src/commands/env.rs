@@ -46,7 +46,8 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<()> {
     let config = parse_object(&args.config, "--config")?;
     let extras = parse_object(&args.extras, "--extras")?;
     let engine = PluginEngine::shared()?;
-    let mut plugin = Plugin::load(&engine, &args.plugin)?.with_policy(parse_policy(&args.allow_read)?);
+    let mut plugin =
+        Plugin::load(&engine, &args.plugin)?.with_policy(parse_policy(&args.allow_read)?);
     if !args.tools.is_empty() {
         let tools = args
             .tools
@@ -72,8 +73,12 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<()> {
 }
 
 fn parse_object(text: &str, flag: &str) -> anyhow::Result<Value> {
-    let value: Value = serde_json::from_str(text).with_context(|| format!("{flag} is not valid JSON"))?;
-    anyhow::ensure!(value.is_object(), "{flag} must be a JSON object, got {value}");
+    let value: Value =
+        serde_json::from_str(text).with_context(|| format!("{flag} is not valid JSON"))?;
+    anyhow::ensure!(
+        value.is_object(),
+        "{flag} must be a JSON object, got {value}"
+    );
     Ok(value)
 }
 

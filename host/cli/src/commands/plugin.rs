@@ -20,7 +20,8 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
         PluginCommand::Inspect { file } => {
             let engine = PluginEngine::shared()?;
             let plugin = Plugin::load(&engine, &file)?;
-            let text = serde_json::to_string_pretty(plugin.metadata()).context("encoding metadata")?;
+            let text =
+                serde_json::to_string_pretty(plugin.metadata()).context("encoding metadata")?;
             println!("{text}");
             Ok(())
         }

@@ -1,0 +1,172 @@
+//! `skyrl train` and `skyrl model init` end to end through the binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn plugin(name: &str) -> PathBuf {
+    let path = repo().join(format!("artifacts/plugins/{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build-plugins first",
+        path.display()
+    );
+    path
+}
+
+fn skyrl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skyrl"))
+        .args(args)
+        .current_dir(repo())
+        .env(
+            "SKYRL_CACHE_DIR",
+            std::env::temp_dir().join("skyrl-cli-test-cache"),
+        )
+        .output()
+        .expect("running skyrl")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Overrides shrinking configs/demo.yaml to a couple of tiny steps under `dir`.
+fn tiny(dir: &Path) -> Vec<String> {
+    vec![
+        format!("trainer.ckpt_path={}", dir.join("ckpts").display()),
+        format!("trainer.export_path={}", dir.join("exports").display()),
+        format!("trainer.log_path={}", dir.join("logs").display()),
+        "trainer.train_batch_size=4".into(),
+        "trainer.policy_mini_batch_size=4".into(),
+        "trainer.micro_train_batch_size_per_gpu=8".into(),
+        "trainer.eval_interval=2".into(),
+        "trainer.eval_before_train=false".into(),
+        "trainer.ckpt_interval=2".into(),
+        "generator.n_samples_per_prompt=2".into(),
+    ]
+}
+
+#[test]
+fn train_runs_two_steps_with_plugin_mapping_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = plugin("string_transform");
+    let mapping = format!("string_transform={}", wasm.display());
+    let mut args = vec![
+        "train",
+        "--quiet",
+        "--plugin",
+        &mapping,
+        "--config",
+        "configs/demo.yaml",
+        "--max-steps",
+        "2",
+    ];
+    let overrides = tiny(dir.path());
+    args.extend(overrides.iter().map(String::as_str));
+    let out = skyrl(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("trained steps 0..2"), "{}", text(&out));
+    let metrics = std::fs::read_to_string(dir.path().join("logs/metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 2);
+    for line in metrics.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v["reward/mean"].as_f64().unwrap().is_finite());
+        assert!(v["loss"].as_f64().unwrap().is_finite());
+    }
+    assert!(dir.path().join("ckpts/global_step_2/model.safetensors").is_file());
+    assert!(dir.path().join("logs/reward_curve.png").is_file());
+    // The tiny model was initialised in the run's export dir.
+    assert!(dir.path().join("exports/init_model/config.json").is_file());
+
+    // --resume continues at step 2 (plain path form of --plugin).
+    let mut args = vec![
+        "train",
+        "--quiet",
+        "--plugin",
+        wasm.to_str().unwrap(),
+        "--config",
+        "configs/demo.yaml",
+        "--max-steps",
+        "1",
+        "--resume",
+    ];
+    args.extend(overrides.iter().map(String::as_str));
+    let out = skyrl(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("trained steps 2..3"), "{}", text(&out));
+}
+
+#[test]
+fn unknown_config_key_is_a_clear_error() {
+    let out = skyrl(&[
+        "train",
+        "--plugin",
+        plugin("string_transform").to_str().unwrap(),
+        "--config",
+        "configs/demo.yaml",
+        "generator.sampling_params.temprature=0.5",
+    ]);
+    assert!(!out.status.success());
+    let t = text(&out);
+    assert!(t.contains("generator.sampling_params.temprature"), "{t}");
+    assert!(t.contains("unknown field"), "{t}");
+}
+
+#[test]
+fn missing_plugin_names_the_build_script() {
+    let out = skyrl(&[
+        "train",
+        "--plugin",
+        "string_transform=/nonexistent/x.wasm",
+        "--config",
+        "configs/demo.yaml",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("scripts/build-plugins"), "{}", text(&out));
+}
+
+#[test]
+fn model_init_writes_a_loadable_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("tiny");
+    let out = skyrl(&[
+        "model",
+        "init",
+        "--arch",
+        "qwen2",
+        "--size",
+        "tiny",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    // And training can start from it via trainer.policy.model.path.
+    let run = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "train".to_string(),
+        "--quiet".into(),
+        "--plugin".into(),
+        plugin("string_transform").display().to_string(),
+        "--config".into(),
+        "configs/demo.yaml".into(),
+        "--max-steps".into(),
+        "1".into(),
+        "trainer.policy.model.init=".into(),
+        format!("trainer.policy.model.path={}", out_dir.display()),
+    ];
+    args.extend(tiny(run.path()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!run.path().join("exports/init_model").exists());
+}
