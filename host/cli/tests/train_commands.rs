@@ -80,7 +80,10 @@ fn train_runs_two_steps_with_plugin_mapping_and_resumes() {
         assert!(v["reward/mean"].as_f64().unwrap().is_finite());
         assert!(v["loss"].as_f64().unwrap().is_finite());
     }
-    assert!(dir.path().join("ckpts/global_step_2/model.safetensors").is_file());
+    assert!(dir
+        .path()
+        .join("ckpts/global_step_2/model.safetensors")
+        .is_file());
     assert!(dir.path().join("logs/reward_curve.png").is_file());
     // The tiny model was initialised in the run's export dir.
     assert!(dir.path().join("exports/init_model/config.json").is_file());
@@ -129,7 +132,11 @@ fn missing_plugin_names_the_build_script() {
         "configs/demo.yaml",
     ]);
     assert!(!out.status.success());
-    assert!(text(&out).contains("scripts/build-plugins"), "{}", text(&out));
+    assert!(
+        text(&out).contains("scripts/build-plugins"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! cache), per-episode instance creation (pooling vs on-demand allocator),
 //! env call latency, and episode throughput on one thread vs all cores.
 //!
-//! Run with `cargo bench -p skyrl-runtime --bench runtime` (about a minute and
-//! a half). Needs the built plugins: run `scripts/build-plugins` first; they
+//! Run with `cargo bench -p skyrl-runtime --bench runtime` (about 70 s after
+//! the build). Needs the built plugins: run `scripts/build-plugins` first; they
 //! are read from `$SKYRL_PLUGIN_DIR`, else `<repo>/artifacts/plugins`.
 //!
 //! Criterion prints its usual per-benchmark report; a summary table with the
@@ -22,8 +22,10 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use serde_json::{json, Value};
 use skyrl_runtime::{CacheOutcome, EngineOptions, Message, Plugin, PluginEngine};
 
+/// The plugin components these benchmarks need.
+const REQUIRED_PLUGINS: [&str; 2] = ["gsm8k", "string_transform"];
 /// The environment whose component is loaded in the load benchmarks.
-const LOAD_PLUGIN: &str = "gsm8k";
+const LOAD_PLUGIN: &str = REQUIRED_PLUGINS[0];
 /// How long each throughput run lasts in a full benchmark run.
 const THROUGHPUT_RUN: Duration = Duration::from_millis(2500);
 /// How long each throughput run lasts under `cargo test --benches`.
@@ -37,7 +39,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let full = is_full_benchmark_run();
+    let mode = RunMode::from_args();
     let recorder = Recorder::default();
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -64,10 +66,10 @@ fn main() {
     );
     criterion.final_summary();
 
-    let run_for = if full {
-        THROUGHPUT_RUN
-    } else {
-        THROUGHPUT_SMOKE_RUN
+    let run_for = match mode {
+        RunMode::List => return,
+        RunMode::Bench => THROUGHPUT_RUN,
+        RunMode::Smoke => THROUGHPUT_SMOKE_RUN,
     };
     let throughput: Vec<ThroughputRow> = [
         (&gsm8k, &pooled, "pooling"),
@@ -78,6 +80,9 @@ fn main() {
     .map(|(episode, engine, allocator)| measure_throughput(episode, engine, allocator, run_for))
     .collect();
 
+    if mode == RunMode::Smoke {
+        println!("\nsmoke run (not `cargo bench`): one iteration per benchmark, numbers are not measurements");
+    }
     print_summary(&recorder, &plugins, load_bytes.len(), &throughput, run_for);
 }
 
@@ -96,8 +101,10 @@ impl PluginFiles {
             .unwrap_or_else(|| {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/plugins")
             });
-        let files = Self { dir };
-        let missing: Vec<String> = [LOAD_PLUGIN, "gsm8k", "string_transform"]
+        let files = Self {
+            dir: dir.canonicalize().unwrap_or(dir),
+        };
+        let missing: Vec<String> = REQUIRED_PLUGINS
             .iter()
             .map(|name| files.path(name))
             .filter(|path| !path.is_file())
@@ -198,15 +205,29 @@ fn engine(pooling: bool, cache_dir: Option<PathBuf>) -> PluginEngine {
     .expect("creating the plugin engine")
 }
 
-/// Whether criterion runs real measurements (`cargo bench`), as opposed to
-/// the one-shot test mode of `cargo test --benches` or `--list`.
-fn is_full_benchmark_run() -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    let has = |flag: &str| args.iter().any(|a| a == flag);
-    has("--bench")
-        && !has("--test")
-        && !has("--list")
-        && !args.iter().any(|a| a.starts_with("--profile-time"))
+/// What criterion was asked to do, mirroring its own argument handling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunMode {
+    /// `cargo bench`: real measurements.
+    Bench,
+    /// `cargo test --benches` or `-- --test`: run everything once.
+    Smoke,
+    /// `-- --list`: criterion only lists the benchmarks.
+    List,
+}
+
+impl RunMode {
+    fn from_args() -> Self {
+        let args: Vec<String> = std::env::args().collect();
+        let has = |flag: &str| args.iter().any(|a| a == flag);
+        if has("--list") {
+            Self::List
+        } else if has("--bench") && !has("--test") {
+            Self::Bench
+        } else {
+            Self::Smoke
+        }
+    }
 }
 
 // ---- recording --------------------------------------------------------------

@@ -15,10 +15,11 @@ use tch::{Device, Kind, Tensor};
 use tracing::info;
 
 use crate::algorithms::loss::{actor_loss, ActorBatch};
+use crate::algorithms::kl::apply_kl_penalty_to_rewards;
 use crate::algorithms::masked::masked_mean;
 use crate::algorithms::{
-    filters, AdvantageEstimatorRegistry, AdvantageInput, AdvantageParams, LossReduction,
-    PolicyLossRegistry,
+    filters, AdvantageEstimatorRegistry, AdvantageInput, AdvantageParams, KlController,
+    KlEstimator, LossReduction, PolicyLossRegistry,
 };
 use crate::checkpoint::{self, CheckpointData, TrainerState};
 use crate::config::SkyrlConfig;
@@ -226,6 +227,8 @@ pub struct Trainer {
     loss_registry: PolicyLossRegistry,
     global_step: u64,
     resumed_from: Option<PathBuf>,
+    /// In-reward KL coefficient controller (`use_kl_in_reward`).
+    kl_ctrl: Option<KlController>,
 }
 
 impl Trainer {
@@ -277,6 +280,11 @@ impl Trainer {
         let optimizer =
             crate::optim::AdamW::from_config(named_params(&policy), &t.policy.optimizer_config)?;
         let generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
+        let kl_ctrl = if cfg.trainer.algorithm.use_kl_in_reward {
+            Some(KlController::from_config(&cfg.trainer.algorithm)?)
+        } else {
+            None
+        };
         let mut trainer = Self {
             cfg,
             policy,
@@ -292,6 +300,7 @@ impl Trainer {
             loss_registry,
             global_step: 0,
             resumed_from: None,
+            kl_ctrl,
         };
         trainer.maybe_resume()?;
         Ok(trainer)
@@ -317,6 +326,11 @@ impl Trainer {
         self.optimizer.load_state_tensors(ck.optimizer)?;
         self.sampler.restore(ck.state.data_position)?;
         self.global_step = ck.state.global_step;
+        if let (Some(ctrl), Some(v)) = (self.kl_ctrl.as_mut(), ck.state.kl_ctrl_value) {
+            match ctrl {
+                KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value = v,
+            }
+        }
         self.engine.model_mut().copy_weights_from(&self.policy)?;
         info!(dir = %dir.display(), step = self.global_step, "resumed");
         self.resumed_from = Some(dir);
@@ -446,9 +460,34 @@ impl Trainer {
         let batch = build_batch(&out, pad_id(&self.tokenizer, &self.policy), device);
         let temperature = a.temperature.unwrap_or(g.sampling_params.temperature);
         let temperature = if temperature > 0.0 { temperature } else { 1.0 };
+        let micro_fwd = t.micro_forward_batch_size_per_gpu.max(1) as i64;
+        let old_lp = forward_all(&self.policy, &batch, micro_fwd, temperature)?;
+        let ref_lp = match &self.reference {
+            Some(r) => Some(forward_all(r, &batch, micro_fwd, temperature)?),
+            None => None,
+        };
+        let mut kl_metrics = StepMetrics::new();
+        let token_rewards = match (&ref_lp, self.kl_ctrl.as_mut()) {
+            (Some(ref_lp), Some(ctrl)) if a.use_kl_in_reward => {
+                let est: KlEstimator = a.kl_estimator_type.parse()?;
+                let p = apply_kl_penalty_to_rewards(
+                    &batch.token_rewards,
+                    &old_lp,
+                    ref_lp,
+                    &batch.response_mask,
+                    est,
+                    ctrl,
+                );
+                kl_metrics.insert("kl_in_reward/mean_kl".into(), p.mean_kl);
+                kl_metrics.insert("kl_in_reward/mean_max_kl".into(), p.mean_max_kl);
+                kl_metrics.insert("kl_in_reward/coef".into(), ctrl.value());
+                p.token_level_rewards
+            }
+            _ => batch.token_rewards.shallow_clone(),
+        };
         let adv = self.adv_registry.get(&a.advantage_estimator)?.compute(
             &AdvantageInput {
-                token_level_rewards: &batch.token_rewards,
+                token_level_rewards: &token_rewards,
                 response_mask: &batch.response_mask,
                 group_ids: &group_ids,
                 values: None,
@@ -462,12 +501,6 @@ impl Trainer {
             )
         } else {
             adv.advantages
-        };
-        let micro_fwd = t.micro_forward_batch_size_per_gpu.max(1) as i64;
-        let old_lp = forward_all(&self.policy, &batch, micro_fwd, temperature)?;
-        let ref_lp = match &self.reference {
-            Some(r) => Some(forward_all(r, &batch, micro_fwd, temperature)?),
-            None => None,
         };
 
         // 3. Policy updates: mini-batches with gradient accumulation over micro-batches.
@@ -555,6 +588,7 @@ impl Trainer {
 
         let mut m = StepMetrics::new();
         m.insert("epoch".into(), pos.epoch as f64);
+        m.extend(kl_metrics);
         m.insert("reward/mean".into(), mean(&raw_rewards));
         let final_rewards = out.sequence_rewards();
         m.insert("reward/mean_after_filters".into(), mean(&final_rewards));
@@ -604,7 +638,7 @@ impl Trainer {
             global_step: self.global_step,
             data_position: self.sampler.position(),
             seed: self.cfg.trainer.seed,
-            kl_ctrl_value: None,
+            kl_ctrl_value: self.kl_ctrl.as_ref().map(KlController::value),
             metrics: metrics.clone(),
             extra: serde_json::to_value(&self.cfg)?,
         };
@@ -673,7 +707,7 @@ impl Trainer {
             };
             done_here += 1;
             let step = self.global_step;
-            if eval_enabled && step % t.eval_interval as u64 == 0 {
+            if eval_enabled && step.is_multiple_of(t.eval_interval as u64) {
                 let e = self.evaluate()?;
                 m.extend(e.clone());
                 summary.evals.push((step, e));
@@ -694,7 +728,7 @@ impl Trainer {
                     .map(|e| format!(" eval {e:.3}"))
                     .unwrap_or_default()
             ));
-            if t.ckpt_interval > 0 && step % t.ckpt_interval as u64 == 0 {
+            if t.ckpt_interval > 0 && step.is_multiple_of(t.ckpt_interval as u64) {
                 summary.last_checkpoint = Some(self.save_checkpoint(&m)?);
                 last_ckpt_step = step;
             }

@@ -187,3 +187,35 @@ fn resume_reproduces_the_next_step() {
     let lines = std::fs::read_to_string(&resumed_run.metrics_path).unwrap();
     assert_eq!(lines.lines().count(), 2);
 }
+
+#[test]
+fn kl_in_reward_uses_the_reference_and_checkpoints_the_coefficient() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &[
+            "trainer.algorithm.use_kl_loss=false",
+            "trainer.algorithm.use_kl_in_reward=true",
+            "trainer.algorithm.kl_ctrl.type=adaptive",
+            "trainer.algorithm.kl_loss_coef=0.05",
+        ],
+    );
+    let mut trainer = Trainer::new(cfg, envs()).unwrap();
+    let run = trainer
+        .run(&TrainOptions {
+            progress: false,
+            max_steps: Some(2),
+        })
+        .unwrap();
+    let m = &run.steps[1];
+    // Step 2 runs after one update, so the policy differs from the reference.
+    assert!(m["kl_in_reward/mean_kl"] > 0.0);
+    assert!(m["kl_in_reward/coef"].is_finite());
+    assert!(m["kl_in_reward/coef"] != 0.05, "adaptive controller did not move");
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("ckpts/global_step_2/trainer_state.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(state["kl_ctrl_value"].as_f64().is_some());
+}
