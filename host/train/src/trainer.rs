@@ -14,8 +14,8 @@ use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, LogprobOptions, Tokeni
 use tch::{Device, Kind, Tensor};
 use tracing::info;
 
-use crate::algorithms::loss::{actor_loss, ActorBatch};
 use crate::algorithms::kl::apply_kl_penalty_to_rewards;
+use crate::algorithms::loss::{actor_loss, ActorBatch};
 use crate::algorithms::masked::masked_mean;
 use crate::algorithms::{
     filters, AdvantageEstimatorRegistry, AdvantageInput, AdvantageParams, KlController,
@@ -211,6 +211,34 @@ fn derive_seed(seed: u64, step: u64, salt: u64) -> u64 {
     seed ^ step.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt.wrapping_mul(0xD1B5_4A32_D192_ED03)
 }
 
+/// Fails clearly on configuration this single-process trainer does not implement
+/// (rather than silently ignoring it).
+fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
+    let t = &cfg.trainer;
+    let g = &cfg.generator;
+    let mut e = Vec::new();
+    if t.algorithm.advantage_estimator == "gae" {
+        e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported by this trainer yet");
+    }
+    if t.algorithm.dynamic_sampling.kind.is_some() {
+        e.push("trainer.algorithm.dynamic_sampling.type is not supported by this trainer yet; set it to null");
+    }
+    if g.step_wise_trajectories {
+        e.push("generator.step_wise_trajectories is not supported yet");
+    }
+    if !g.use_conversation_multi_turn {
+        e.push("generator.use_conversation_multi_turn=false is not supported yet");
+    }
+    if t.update_ref_every_epoch {
+        e.push("trainer.update_ref_every_epoch is not supported yet");
+    }
+    if e.is_empty() {
+        Ok(())
+    } else {
+        bail!("unsupported configuration:\n  - {}", e.join("\n  - "))
+    }
+}
+
 /// Everything the loop holds.
 pub struct Trainer {
     cfg: SkyrlConfig,
@@ -235,6 +263,7 @@ impl Trainer {
     /// Loads data and models, creates the optimiser, and resumes when a
     /// checkpoint is selected by `trainer.resume_mode`.
     pub fn new(cfg: SkyrlConfig, envs: EnvRegistry) -> Result<Self> {
+        reject_unsupported(&cfg)?;
         let adv_registry = AdvantageEstimatorRegistry::with_defaults();
         let loss_registry = PolicyLossRegistry::with_defaults();
         cfg.validate_names(&adv_registry, &loss_registry)?;
@@ -453,6 +482,14 @@ impl Trainer {
         if g.apply_overlong_filtering {
             filters::apply_overlong_filtering(&mut out.loss_masks, &out.stop_reasons)?;
         }
+        let mut zero_var_masked = 0;
+        if a.zero_variance_filter {
+            zero_var_masked = filters::apply_zero_variance_filter(
+                &out.sequence_rewards(),
+                &group_ids,
+                &mut out.loss_masks,
+            )?;
+        }
 
         // 2. Tensors, advantages, old / reference logprobs.
         let train_start = Instant::now();
@@ -589,6 +626,12 @@ impl Trainer {
         let mut m = StepMetrics::new();
         m.insert("epoch".into(), pos.epoch as f64);
         m.extend(kl_metrics);
+        if a.zero_variance_filter {
+            m.insert(
+                "filter/zero_variance_masked_frac".into(),
+                zero_var_masked as f64 / out.stop_reasons.len().max(1) as f64,
+            );
+        }
         m.insert("reward/mean".into(), mean(&raw_rewards));
         let final_rewards = out.sequence_rewards();
         m.insert("reward/mean_after_filters".into(), mean(&final_rewards));
