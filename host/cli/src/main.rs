@@ -1,6 +1,7 @@
 //! `skyrl`: RL post-training with sandboxed WebAssembly plugins.
 
 mod commands;
+mod plugin_source;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;

@@ -1,8 +1,8 @@
 //! `skyrl env run`: drive an environment plugin with scripted actions.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::plugin_source::{resolve_plugin_files, LockArgs};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
@@ -18,9 +18,9 @@ pub enum EnvCommand {
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// The environment component.
+    /// The environment component: a .wasm path or `oci://host/ns/name:version`.
     #[arg(long)]
-    plugin: PathBuf,
+    plugin: String,
     /// The user prompt (a single user message).
     #[arg(long)]
     prompt: String,
@@ -33,9 +33,11 @@ pub struct RunArgs {
     /// Dataset extras as a JSON object (e.g. '{"reward_spec":{"ground_truth":"42"}}').
     #[arg(long, default_value = "{}")]
     extras: String,
-    /// Tool plugins the env may call; repeatable.
+    /// Tool plugins the env may call (paths or `oci://` references); repeatable.
     #[arg(long = "tool")]
-    tools: Vec<PathBuf>,
+    tools: Vec<String>,
+    #[command(flatten)]
+    lock: LockArgs,
     /// Grant a host directory read-only as HOST:GUEST; repeatable.
     #[arg(long = "allow-read")]
     allow_read: Vec<String>,
@@ -46,11 +48,13 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<()> {
     let config = parse_object(&args.config, "--config")?;
     let extras = parse_object(&args.extras, "--extras")?;
     let engine = PluginEngine::shared()?;
-    let mut plugin =
-        Plugin::load(&engine, &args.plugin)?.with_policy(parse_policy(&args.allow_read)?);
+    let specs: Vec<&str> = std::iter::once(args.plugin.as_str())
+        .chain(args.tools.iter().map(String::as_str))
+        .collect();
+    let files = resolve_plugin_files(&specs, &args.lock)?;
+    let mut plugin = Plugin::load(&engine, &files[0])?.with_policy(parse_policy(&args.allow_read)?);
     if !args.tools.is_empty() {
-        let tools = args
-            .tools
+        let tools = files[1..]
             .iter()
             .map(|path| Plugin::load(&engine, path))
             .collect::<Result<Vec<_>, _>>()?;

@@ -1,6 +1,6 @@
 //! `skyrl train`: GRPO/PPO training with environment plugins.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -9,12 +9,17 @@ use skyrl_train::config::load_config;
 use skyrl_train::generator::EnvRegistry;
 use skyrl_train::trainer::{train, TrainOptions};
 
+use crate::plugin_source::{resolve_plugin_files, LockArgs};
+
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Environment plugin: `ENV_CLASS=PATH`, or a plain PATH used for
-    /// `environment.env_class`. Repeatable.
+    /// Environment plugin: `ENV_CLASS=SOURCE`, or a plain SOURCE used for
+    /// `environment.env_class`; SOURCE is a .wasm path or a registry reference
+    /// `oci://host/ns/name:1.2.0` (also `:^1.2`, `@sha256:...`). Repeatable.
     #[arg(long = "plugin", required = true)]
     plugins: Vec<String>,
+    #[command(flatten)]
+    lock: LockArgs,
     /// YAML config (see docs/config.md).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -32,13 +37,11 @@ pub struct TrainArgs {
     overrides: Vec<String>,
 }
 
-/// Splits `--plugin` values into (env_class or None, path).
-fn parse_plugin(spec: &str) -> (Option<&str>, &Path) {
+/// Splits `--plugin` values into (env_class or None, source).
+fn parse_plugin(spec: &str) -> (Option<&str>, &str) {
     match spec.split_once('=') {
-        Some((name, path)) if !name.is_empty() && !name.contains('/') => {
-            (Some(name), Path::new(path))
-        }
-        _ => (None, Path::new(spec)),
+        Some((name, source)) if !name.is_empty() && !name.contains('/') => (Some(name), source),
+        _ => (None, spec),
     }
 }
 
@@ -57,17 +60,13 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let cfg = load_config(config.as_deref(), &overrides)?;
     let engine = PluginEngine::shared()?;
     let mut envs = EnvRegistry::default();
-    for spec in &args.plugins {
-        let (name, path) = parse_plugin(spec);
+    let parsed: Vec<_> = args.plugins.iter().map(|s| parse_plugin(s)).collect();
+    let sources: Vec<&str> = parsed.iter().map(|(_, source)| *source).collect();
+    let files = resolve_plugin_files(&sources, &args.lock)?;
+    for ((name, source), path) in parsed.iter().zip(&files) {
         let class = name.unwrap_or(&cfg.environment.env_class).to_string();
-        if !path.is_file() {
-            bail!(
-                "--plugin {spec}: {} does not exist (build the plugins with scripts/build-plugins)",
-                path.display()
-            );
-        }
-        let plugin = Plugin::load(&engine, path)
-            .with_context(|| format!("cannot load plugin {}", path.display()))?;
+        let plugin =
+            Plugin::load(&engine, path).with_context(|| format!("cannot load plugin {source}"))?;
         let env_cfg = cfg
             .environment
             .skyrl_gym
