@@ -85,7 +85,7 @@ fn env_run_prints_each_step() {
 fn bad_inputs_fail_with_clear_errors() {
     let out = skyrl(&["plugin", "inspect", "/nonexistent/plugin.wasm"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read plugin file"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
 
     let path = plugin("gsm8k");
     let out = skyrl(&[
