@@ -24,6 +24,8 @@ enum Command {
     Env(commands::env::EnvCommand),
     /// Train a policy with RL (GRPO by default) on environment plugins.
     Train(commands::train::TrainArgs),
+    /// Serve a model over an OpenAI-compatible HTTP API with weight-control endpoints.
+    Serve(commands::serve::ServeArgs),
     /// Create models.
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
@@ -42,6 +44,7 @@ fn main() -> std::process::ExitCode {
         Command::Env(cmd) => commands::env::run(cmd),
         Command::Train(args) => commands::train::run(args),
         Command::Model(cmd) => commands::model::run(cmd),
+        Command::Serve(args) => commands::serve::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -3,4 +3,5 @@
 pub mod env;
 pub mod model;
 pub mod plugin;
+pub mod serve;
 pub mod train;
