@@ -323,13 +323,9 @@ impl RegistryClient {
         let resolved = self.resolve_tag(reference)?;
         let client = self.oci(&resolved.registry);
         let auth = registry_auth(&resolved.registry)?;
-        let what = resolved.to_string();
-        let (bytes, _) = self
+        let (_, digest, manifest) = self
             .runtime
-            .block_on(client.pull_manifest_raw(&resolved.to_oci(), &auth, &[OCI_IMAGE_MEDIA_TYPE]))
-            .map_err(|e| classify(&resolved.registry, &what, e))?;
-        let manifest = parse_wasm_manifest(&what, &bytes)?;
-        let digest = sha256_digest(&bytes);
+            .block_on(fetch_manifest(&client, &resolved, &auth))?;
         let exact = resolved.with_digest(resolved.tag(), &digest);
         Ok((exact, manifest.annotations.unwrap_or_default()))
     }
@@ -349,21 +345,8 @@ impl RegistryClient {
         let what = resolved.to_string();
         let registry = resolved.registry.as_str();
         self.runtime.block_on(async {
-            let (bytes, _) = client
-                .pull_manifest_raw(&image, &auth, &[OCI_IMAGE_MEDIA_TYPE])
-                .await
-                .map_err(|e| classify(registry, &what, e))?;
-            let manifest_digest = sha256_digest(&bytes);
-            if let Selector::Digest { digest, .. } = &resolved.selector {
-                if *digest != manifest_digest {
-                    return Err(RegistryError::DigestMismatch {
-                        what: format!("manifest of {what}"),
-                        expected: digest.clone(),
-                        actual: manifest_digest,
-                    });
-                }
-            }
-            let manifest = parse_wasm_manifest(&what, &bytes)?;
+            let (bytes, manifest_digest, manifest) =
+                fetch_manifest(&client, &resolved, &auth).await?;
             let layer = &manifest.layers[0];
             let mut config_bytes = Vec::new();
             client
@@ -464,6 +447,32 @@ fn list_or_none(tags: &[String]) -> String {
     } else {
         tags.join(", ")
     }
+}
+
+/// Fetches the manifest `reference` names, checks it against a pinned
+/// digest, and parses it as a Wasm artifact: `(raw bytes, digest, manifest)`.
+async fn fetch_manifest(
+    client: &WasmClient,
+    reference: &PluginRef,
+    auth: &oci_client::secrets::RegistryAuth,
+) -> Result<(Vec<u8>, String, OciImageManifest)> {
+    let what = reference.to_string();
+    let (bytes, _) = client
+        .pull_manifest_raw(&reference.to_oci(), auth, &[OCI_IMAGE_MEDIA_TYPE])
+        .await
+        .map_err(|e| classify(&reference.registry, &what, e))?;
+    let digest = sha256_digest(&bytes);
+    if let Selector::Digest { digest: pinned, .. } = &reference.selector {
+        if *pinned != digest {
+            return Err(RegistryError::DigestMismatch {
+                what: format!("manifest of {what}"),
+                expected: pinned.clone(),
+                actual: digest,
+            });
+        }
+    }
+    let manifest = parse_wasm_manifest(&what, &bytes)?;
+    Ok((bytes.to_vec(), digest, manifest))
 }
 
 /// Parses a manifest and checks the CNCF Wasm artifact layout: Wasm config
