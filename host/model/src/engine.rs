@@ -40,6 +40,11 @@ impl InferenceEngine {
         self
     }
 
+    /// Most sequences decoded in one batch.
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
     /// The served model.
     pub fn model(&self) -> &CausalLm {
         &self.model
@@ -70,6 +75,45 @@ impl InferenceEngine {
             self.max_batch,
         )
     }
+
+    /// Like [`InferenceEngine::generate`], with an explicit sampling stream per
+    /// prompt (`params.seed` is ignored). See [`generate_with_streams`].
+    pub fn generate_with_streams(
+        &self,
+        prompts: &[Vec<i64>],
+        streams: &[SampleStream],
+        params: &SamplingParams,
+    ) -> Result<Vec<Completion>> {
+        generate_with_streams(
+            &self.model,
+            self.tokenizer.as_ref(),
+            prompts,
+            streams,
+            params,
+            self.max_batch,
+        )
+    }
+}
+
+/// The random stream one prompt samples from: ChaCha8 seeded by `seed`, stream `index`.
+///
+/// A prompt's completion depends only on its stream, not on which other prompts
+/// share its decode batch, so servers can coalesce requests freely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleStream {
+    pub seed: u64,
+    pub index: u64,
+}
+
+impl SampleStream {
+    /// Streams `(seed, 0..n)`: what [`generate`] uses for one call with `seed`
+    /// (a fresh random seed when `None`).
+    pub fn sequence(seed: Option<u64>, n: usize) -> Vec<SampleStream> {
+        let seed = seed.unwrap_or_else(|| rand::rng().random());
+        (0..n as u64)
+            .map(|index| SampleStream { seed, index })
+            .collect()
+    }
 }
 
 /// Generates one completion per prompt, in batches of at most `max_batch`.
@@ -86,7 +130,28 @@ pub fn generate(
     params: &SamplingParams,
     max_batch: usize,
 ) -> Result<Vec<Completion>> {
+    let streams = SampleStream::sequence(params.seed, prompts.len());
+    generate_with_streams(model, tokenizer, prompts, &streams, params, max_batch)
+}
+
+/// Generates one completion per prompt, prompt `i` sampling from `streams[i]`
+/// (`params.seed` is ignored), in batches of at most `max_batch`.
+pub fn generate_with_streams(
+    model: &CausalLm,
+    tokenizer: Option<&Tokenizer>,
+    prompts: &[Vec<i64>],
+    streams: &[SampleStream],
+    params: &SamplingParams,
+    max_batch: usize,
+) -> Result<Vec<Completion>> {
     params.validate()?;
+    if streams.len() != prompts.len() {
+        return Err(ModelError::Input(format!(
+            "{} prompts but {} sampling streams",
+            prompts.len(),
+            streams.len()
+        )));
+    }
     if !params.stop.is_empty() && tokenizer.is_none() {
         return Err(ModelError::Input(
             "stop strings need a tokenizer; construct the engine with one".into(),
@@ -118,7 +183,6 @@ pub fn generate(
             stop_ids.insert(id);
         }
     }
-    let base_seed = params.seed.unwrap_or_else(|| rand::rng().random());
     let pad = tokenizer
         .and_then(Tokenizer::pad_token_id)
         .or(config.pad_token_id)
@@ -132,10 +196,11 @@ pub fn generate(
     };
     let _guard = tch::no_grad_guard();
     let mut out = Vec::with_capacity(prompts.len());
-    for (chunk_index, chunk) in prompts.chunks(max_batch.max(1)).enumerate() {
-        let first = chunk_index * max_batch.max(1);
-        let rngs = (0..chunk.len())
-            .map(|i| stream_rng(base_seed, (first + i) as u64))
+    let size = max_batch.max(1);
+    for (chunk, chunk_streams) in prompts.chunks(size).zip(streams.chunks(size)) {
+        let rngs = chunk_streams
+            .iter()
+            .map(|s| stream_rng(s.seed, s.index))
             .collect();
         out.extend(job.run_batch(chunk, rngs)?);
     }

@@ -6,8 +6,8 @@ use tch::{Kind, Tensor};
 
 use common::{cpu, perturbed_tiny};
 use skyrl_model::{
-    generate, Arch, CausalLm, InferenceEngine, LogprobMode, SamplingParams, StopMatch, StopReason,
-    Tokenizer,
+    generate, Arch, CausalLm, InferenceEngine, LogprobMode, SampleStream, SamplingParams,
+    StopMatch, StopReason, Tokenizer,
 };
 
 fn model_and_tokenizer() -> (tempfile::TempDir, CausalLm, Tokenizer) {
@@ -116,6 +116,49 @@ fn seeded_sampling_is_reproducible_and_seed_dependent() {
     let same = vec![prompts[0].clone(); 4];
     let d = engine.generate(&same, &params(7)).unwrap();
     assert!(d.iter().any(|x| x.token_ids != d[0].token_ids));
+}
+
+#[test]
+fn a_prompt_sampled_from_its_own_stream_ignores_its_batch_company() {
+    let (_tmp, model, tokenizer) = model_and_tokenizer();
+    let engine = InferenceEngine::new(model, Some(tokenizer));
+    let prompts = prompts(engine.tokenizer().unwrap());
+    let params = SamplingParams {
+        temperature: 1.0,
+        max_tokens: 12,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let stream = |seed, index| SampleStream { seed, index };
+    let alone = engine
+        .generate_with_streams(&prompts[1..2], &[stream(11, 0)], &params)
+        .unwrap();
+    let together = engine
+        .generate_with_streams(
+            &prompts,
+            &[stream(5, 3), stream(11, 0), stream(5, 4)],
+            &params,
+        )
+        .unwrap();
+    assert_eq!(alone[0].token_ids, together[1].token_ids);
+    // `generate` with a seed is the stream sequence (seed, 0..n).
+    let seeded = engine
+        .generate(
+            &prompts,
+            &SamplingParams {
+                seed: Some(5),
+                ..params.clone()
+            },
+        )
+        .unwrap();
+    let explicit = engine
+        .generate_with_streams(&prompts, &SampleStream::sequence(Some(5), 3), &params)
+        .unwrap();
+    assert_eq!(seeded, explicit);
+    let err = engine
+        .generate_with_streams(&prompts, &[stream(1, 0)], &params)
+        .unwrap_err();
+    assert!(err.to_string().contains("3 prompts but 1 sampling streams"));
 }
 
 #[test]

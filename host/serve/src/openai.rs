@@ -54,6 +54,7 @@ pub struct CompletionRequest {
 /// Log-probs of a text completion choice.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct CompletionLogprobs {
+    #[serde(default)]
     pub tokens: Vec<String>,
     pub token_logprobs: Vec<f32>,
 }
@@ -79,17 +80,23 @@ pub struct Usage {
     pub total_tokens: usize,
 }
 
-/// `/v1/completions` response.
+/// `/v1/completions` response (fields other servers may omit default when parsed).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct CompletionResponse {
+    #[serde(default)]
     pub id: String,
+    #[serde(default)]
     pub object: String,
+    #[serde(default)]
     pub created: u64,
+    #[serde(default)]
     pub model: String,
     pub choices: Vec<CompletionChoice>,
+    #[serde(default)]
     pub usage: Usage,
     /// skyrl extension: the weight version that produced this output.
-    pub weight_version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<u64>,
 }
 
 /// A chat message.

@@ -2,9 +2,8 @@
 //! (SGLang-style names: `/pause_generation`, `/continue_generation`,
 //! `/update_weights_from_disk`, `/get_weight_version`).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
@@ -14,9 +13,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use skyrl_model::{ChatMessage, LogprobMode, SamplingParams, Tokenizer};
+use skyrl_model::{ChatMessage, LogprobMode, SampleStream, SamplingParams, Tokenizer};
 use tokio::sync::oneshot;
 
+use crate::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequest};
 use crate::openai::*;
 use crate::worker::{EngineCommand, EngineWorker};
 
@@ -26,6 +26,20 @@ pub struct AppState {
     pub worker: EngineWorker,
     pub tokenizer: Arc<Tokenizer>,
     pub model_name: String,
+    /// The NCCL weight-update group, once joined.
+    pub nccl: Arc<Mutex<Option<NcclGroup>>>,
+}
+
+impl AppState {
+    /// State for `worker` serving `model_name` (no NCCL group yet).
+    pub fn new(worker: EngineWorker, tokenizer: Tokenizer, model_name: String) -> Self {
+        Self {
+            worker,
+            tokenizer: Arc::new(tokenizer),
+            model_name,
+            nccl: Arc::new(Mutex::new(None)),
+        }
+    }
 }
 
 /// An HTTP error in OpenAI's shape.
@@ -64,22 +78,30 @@ pub fn router(state: AppState) -> Router {
         .route("/continue_generation", post(resume))
         .route("/update_weights_from_disk", post(update_from_disk))
         .route("/get_weight_version", get(weight_version))
+        .route("/init_weights_update_group", post(init_group))
+        .route(
+            "/update_weights_from_distributed",
+            post(update_from_distributed),
+        )
         .with_state(state)
 }
 
-/// Runs [`serve`] on its own multi-threaded runtime (blocks).
-pub fn serve_blocking(state: AppState, addr: SocketAddr) -> anyhow::Result<()> {
+/// Serves on `listener` on its own multi-threaded runtime until the process
+/// is stopped (blocks). Bind first (port 0 picks a free port) so the caller can
+/// report the address.
+pub fn serve_blocking(state: AppState, listener: std::net::TcpListener) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?
-        .block_on(serve(state, addr))
+        .block_on(serve(state, listener))
 }
 
-/// Serves until the process is stopped.
-pub async fn serve(state: AppState, addr: SocketAddr) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving");
+/// Serves on `listener` until the process is stopped.
+pub async fn serve(state: AppState, listener: std::net::TcpListener) -> anyhow::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tracing::info!(addr = %listener.local_addr()?, "serving");
     axum::serve(listener, router(state)).await?;
     Ok(())
 }
@@ -147,6 +169,118 @@ async fn update_from_disk(
     Ok(Json(json!({"success": true, "weight_version": version})))
 }
 
+/// The CUDA device index of the engine, for NCCL.
+fn cuda_index(engine: &skyrl_model::InferenceEngine) -> Result<usize, String> {
+    match engine.model().device() {
+        tch::Device::Cuda(i) => Ok(i),
+        other => Err(format!(
+            "nccl weight sync: the engine runs on {other:?}; NCCL needs a CUDA engine"
+        )),
+    }
+}
+
+async fn init_group(
+    State(s): State<AppState>,
+    Json(req): Json<InitGroupRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    nccl::check_available().map_err(|e| bad(e.to_string()))?;
+    let id = nccl::decode_unique_id(&req.unique_id).map_err(|e| bad(e.to_string()))?;
+    let slot = s.nccl.clone();
+    // Joining blocks until every rank joins; run it where weights live.
+    ask(&s, |reply| EngineCommand::WithEngine {
+        job: Box::new(move |engine| {
+            let device = cuda_index(engine)?;
+            let group = NcclGroup::join(&id, req.rank, req.world_size, device)
+                .map_err(|e| e.to_string())?;
+            *slot.lock().expect("nccl lock") = Some(group);
+            Ok(false)
+        }),
+        reply,
+    })
+    .await?
+    .map_err(bad)?;
+    Ok(Json(json!({"success": true})))
+}
+
+async fn update_from_distributed(
+    State(s): State<AppState>,
+    Json(req): Json<UpdateWeightsRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let n = req.names.len();
+    if req.dtypes.len() != n || req.shapes.len() != n {
+        return Err(bad(format!(
+            "names, dtypes and shapes must have the same length ({n}, {}, {})",
+            req.dtypes.len(),
+            req.shapes.len()
+        )));
+    }
+    let kinds = req
+        .dtypes
+        .iter()
+        .map(|d| nccl::kind_of(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    let slot = s.nccl.clone();
+    let version = ask(&s, |reply| EngineCommand::WithEngine {
+        job: Box::new(move |engine| {
+            let guard = slot.lock().expect("nccl lock");
+            let group = guard.as_ref().ok_or(
+                "no weight update group; call /init_weights_update_group first".to_string(),
+            )?;
+            receive_weights(engine, group, &req, &kinds)?;
+            Ok(true)
+        }),
+        reply,
+    })
+    .await?
+    .map_err(bad)?;
+    Ok(Json(json!({"success": true, "weight_version": version})))
+}
+
+/// Receives every tensor of `req` by broadcast (all of them, even after a
+/// mismatch, so the collective stays in step with rank 0) and copies them into
+/// the engine's parameters.
+fn receive_weights(
+    engine: &mut skyrl_model::InferenceEngine,
+    group: &NcclGroup,
+    req: &UpdateWeightsRequest,
+    kinds: &[tch::Kind],
+) -> Result<(), String> {
+    let device = tch::Device::Cuda(group.device);
+    let vars = engine.model().var_store().variables();
+    let _guard = tch::no_grad_guard();
+    let mut problems = Vec::new();
+    for ((name, shape), kind) in req.names.iter().zip(&req.shapes).zip(kinds) {
+        let mut buf = tch::Tensor::empty(shape.as_slice(), (*kind, device));
+        group.broadcast(&mut buf, 0).map_err(|e| e.to_string())?;
+        match vars.get(name) {
+            Some(var) if var.size() == *shape => {
+                var.shallow_clone().copy_(&buf);
+            }
+            Some(var) => problems.push(format!(
+                "`{name}` has shape {:?} here, {shape:?} sent",
+                var.size()
+            )),
+            None => problems.push(format!("unknown parameter `{name}`")),
+        }
+    }
+    if req.names.len() != vars.len() {
+        problems.push(format!(
+            "{} tensors sent, the model has {}",
+            req.names.len(),
+            vars.len()
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "weights not fully updated: {}",
+            problems.join("; ")
+        ))
+    }
+}
+
 fn sampling(f: &SamplingFields, default_max: usize) -> Result<SamplingParams, ApiError> {
     if f.stream == Some(true) {
         return Err(bad("stream=true is not supported"));
@@ -195,8 +329,10 @@ async fn completions(
         PromptInput::IdsBatch(b) => b.clone(),
     };
     let prompt_tokens = prompts.iter().map(Vec::len).sum();
+    let streams = SampleStream::sequence(params.seed, prompts.len());
     let (outs, version) = ask(&s, |reply| EngineCommand::Generate {
         prompts: prompts.clone(),
+        streams,
         params,
         reply,
     })
@@ -241,7 +377,7 @@ async fn completions(
             completion_tokens,
             total_tokens: prompt_tokens + completion_tokens,
         },
-        weight_version: version,
+        weight_version: Some(version),
     }))
 }
 
@@ -260,8 +396,10 @@ async fn chat(
         .encode_chat(&messages, true)
         .map_err(|e| bad(e.to_string()))?;
     let prompt_tokens = prompt.len();
+    let streams = SampleStream::sequence(params.seed, 1);
     let (mut outs, version) = ask(&s, |reply| EngineCommand::Generate {
         prompts: vec![prompt],
+        streams,
         params,
         reply,
     })

@@ -1,21 +1,32 @@
 //! The engine thread: owns the model, runs generation and weight updates in
 //! arrival order, and holds generation while paused.
+//!
+//! Generation requests that arrive together (within the batching window) with
+//! the same sampling settings are decoded as one batch; every prompt samples
+//! from its own stream, so a request's output does not depend on its company.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
-use skyrl_model::{CausalLm, Completion, InferenceEngine, LoadOptions, SamplingParams};
+use skyrl_model::{
+    CausalLm, Completion, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
+};
 use tokio::sync::oneshot;
+
+/// Reply to a generation request: completions and the weight version that made them.
+pub type GenerateReply = oneshot::Sender<Result<(Vec<Completion>, u64), String>>;
 
 /// What the engine thread can be asked to do.
 pub enum EngineCommand {
-    /// Generate one completion per prompt.
+    /// Generate one completion per prompt, prompt `i` sampling from `streams[i]`.
     Generate {
         prompts: Vec<Vec<i64>>,
+        streams: Vec<SampleStream>,
         params: SamplingParams,
-        reply: oneshot::Sender<Result<(Vec<Completion>, u64), String>>,
+        reply: GenerateReply,
     },
     /// Stop starting new generations (queued ones wait).
     Pause { reply: oneshot::Sender<()> },
@@ -26,7 +37,17 @@ pub enum EngineCommand {
         path: PathBuf,
         reply: oneshot::Sender<Result<u64, String>>,
     },
+    /// Run `job` on the engine thread with the engine (weight transfers that
+    /// need exclusive access, e.g. an NCCL receive); replies with the new
+    /// version when `job` changed the weights.
+    WithEngine {
+        job: EngineJob,
+        reply: oneshot::Sender<Result<u64, String>>,
+    },
 }
+
+/// A job run on the engine thread; returns whether the weights changed.
+pub type EngineJob = Box<dyn FnOnce(&mut InferenceEngine) -> Result<bool, String> + Send>;
 
 /// A handle to the engine thread.
 #[derive(Clone)]
@@ -36,16 +57,32 @@ pub struct EngineWorker {
     paused: Arc<AtomicBool>,
 }
 
+/// How long the engine thread waits for more requests to join a batch.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(3);
+
 impl EngineWorker {
-    /// Moves `engine` onto its own thread.
+    /// Moves `engine` onto its own thread with the default batching window.
     pub fn spawn(engine: InferenceEngine) -> Self {
+        Self::spawn_with_window(engine, DEFAULT_BATCH_WINDOW)
+    }
+
+    /// Moves `engine` onto its own thread; generation requests arriving within
+    /// `window` of the first one join its batch.
+    pub fn spawn_with_window(engine: InferenceEngine, window: Duration) -> Self {
         let (tx, rx) = mpsc::channel();
         let version = Arc::new(AtomicU64::new(0));
         let paused = Arc::new(AtomicBool::new(false));
-        let (v, p) = (version.clone(), paused.clone());
+        let mut state = WorkerState {
+            engine,
+            rx,
+            held: VecDeque::new(),
+            version: version.clone(),
+            paused: paused.clone(),
+            window,
+        };
         std::thread::Builder::new()
             .name("skyrl-engine".into())
-            .spawn(move || run(engine, rx, v, p))
+            .spawn(move || state.run())
             .expect("spawning the engine thread");
         Self {
             tx,
@@ -70,54 +107,175 @@ impl EngineWorker {
     }
 }
 
-fn run(
-    mut engine: InferenceEngine,
+/// One generation request waiting in a batch.
+struct Pending {
+    prompts: Vec<Vec<i64>>,
+    streams: Vec<SampleStream>,
+    reply: GenerateReply,
+}
+
+struct WorkerState {
+    engine: InferenceEngine,
     rx: mpsc::Receiver<EngineCommand>,
+    /// Commands taken off the channel but not run yet, in arrival order.
+    held: VecDeque<EngineCommand>,
     version: Arc<AtomicU64>,
     paused: Arc<AtomicBool>,
-) {
-    let mut held: VecDeque<EngineCommand> = VecDeque::new();
-    loop {
-        let cmd = if !paused.load(Ordering::SeqCst) && !held.is_empty() {
-            held.pop_front().expect("non-empty")
-        } else {
-            match rx.recv() {
-                Ok(c) => c,
-                Err(_) => return,
-            }
-        };
-        match cmd {
-            EngineCommand::Generate { .. } if paused.load(Ordering::SeqCst) => held.push_back(cmd),
-            EngineCommand::Generate {
-                prompts,
-                params,
-                reply,
-            } => {
-                let out = engine
-                    .generate(&prompts, &params)
-                    .map(|c| (c, version.load(Ordering::SeqCst)))
-                    .map_err(|e| e.to_string());
-                let _ = reply.send(out);
-            }
-            EngineCommand::Pause { reply } => {
-                paused.store(true, Ordering::SeqCst);
-                let _ = reply.send(());
-            }
-            EngineCommand::Resume { reply } => {
-                paused.store(false, Ordering::SeqCst);
-                let _ = reply.send(());
-            }
-            EngineCommand::LoadWeights { path, reply } => {
-                let options = LoadOptions {
-                    device: engine.model().device(),
-                    kind: engine.model().kind(),
-                };
-                let result = CausalLm::from_pretrained(&path, &options)
-                    .and_then(|m| engine.model_mut().copy_weights_from(&m))
-                    .map(|()| version.fetch_add(1, Ordering::SeqCst) + 1)
-                    .map_err(|e| format!("cannot load weights from {}: {e}", path.display()));
-                let _ = reply.send(result);
+    window: Duration,
+}
+
+/// Sampling settings with the seed cleared (seeds live in the streams).
+fn batch_key(params: &SamplingParams) -> SamplingParams {
+    SamplingParams {
+        seed: None,
+        ..params.clone()
+    }
+}
+
+impl WorkerState {
+    fn paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
+    /// The next command to run: held ones first unless paused.
+    fn next(&mut self) -> Option<EngineCommand> {
+        if !self.paused() {
+            if let Some(c) = self.held.pop_front() {
+                return Some(c);
             }
         }
+        self.rx.recv().ok()
+    }
+
+    fn run(&mut self) {
+        while let Some(cmd) = self.next() {
+            match cmd {
+                EngineCommand::Generate { .. } if self.paused() => self.held.push_back(cmd),
+                EngineCommand::Generate {
+                    prompts,
+                    streams,
+                    params,
+                    reply,
+                } => {
+                    let first = Pending {
+                        prompts,
+                        streams,
+                        reply,
+                    };
+                    let batch = self.gather(first, &params);
+                    self.generate(batch, &params);
+                }
+                EngineCommand::Pause { reply } => {
+                    self.paused.store(true, Ordering::SeqCst);
+                    let _ = reply.send(());
+                }
+                EngineCommand::Resume { reply } => {
+                    self.paused.store(false, Ordering::SeqCst);
+                    let _ = reply.send(());
+                }
+                EngineCommand::LoadWeights { path, reply } => {
+                    let _ = reply.send(self.load_weights(&path));
+                }
+                EngineCommand::WithEngine { job, reply } => {
+                    let out = job(&mut self.engine).map(|changed| {
+                        if changed {
+                            self.version.fetch_add(1, Ordering::SeqCst) + 1
+                        } else {
+                            self.version.load(Ordering::SeqCst)
+                        }
+                    });
+                    let _ = reply.send(out);
+                }
+            }
+        }
+    }
+
+    /// Collects generation requests with the same settings that are already
+    /// held or arrive within the window, up to the engine's batch size; the
+    /// first other command ends the batch and runs next.
+    fn gather(&mut self, first: Pending, params: &SamplingParams) -> Vec<Pending> {
+        let key = batch_key(params);
+        let limit = self.engine.max_batch();
+        let mut size = first.prompts.len();
+        let mut batch = vec![first];
+        let deadline = Instant::now() + self.window;
+        while size < limit {
+            let next = match self.held.pop_front() {
+                Some(c) => c,
+                None => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match self.rx.recv_timeout(left) {
+                        Ok(c) => c,
+                        Err(_) => break,
+                    }
+                }
+            };
+            match next {
+                EngineCommand::Generate {
+                    prompts,
+                    streams,
+                    params,
+                    reply,
+                } if batch_key(&params) == key && size + prompts.len() <= limit => {
+                    size += prompts.len();
+                    batch.push(Pending {
+                        prompts,
+                        streams,
+                        reply,
+                    });
+                }
+                other => {
+                    self.held.push_front(other);
+                    break;
+                }
+            }
+        }
+        batch
+    }
+
+    fn generate(&mut self, batch: Vec<Pending>, params: &SamplingParams) {
+        let prompts: Vec<Vec<i64>> = batch.iter().flat_map(|p| p.prompts.clone()).collect();
+        let streams: Vec<SampleStream> = batch.iter().flat_map(|p| p.streams.clone()).collect();
+        let version = self.version.load(Ordering::SeqCst);
+        match self
+            .engine
+            .generate_with_streams(&prompts, &streams, params)
+        {
+            Ok(all) => {
+                let mut all = all.into_iter();
+                for p in batch {
+                    let mine: Vec<Completion> = all.by_ref().take(p.prompts.len()).collect();
+                    let _ = p.reply.send(Ok((mine, version)));
+                }
+            }
+            Err(_) if batch.len() > 1 => {
+                // One bad request must not fail its neighbours: run each alone.
+                for p in batch {
+                    let out = self
+                        .engine
+                        .generate_with_streams(&p.prompts, &p.streams, params)
+                        .map(|c| (c, version))
+                        .map_err(|e| e.to_string());
+                    let _ = p.reply.send(out);
+                }
+            }
+            Err(e) => {
+                let _ = batch
+                    .into_iter()
+                    .next()
+                    .map(|p| p.reply.send(Err(e.to_string())));
+            }
+        }
+    }
+
+    fn load_weights(&mut self, path: &std::path::Path) -> Result<u64, String> {
+        let options = LoadOptions {
+            device: self.engine.model().device(),
+            kind: self.engine.model().kind(),
+        };
+        CausalLm::from_pretrained(path, &options)
+            .and_then(|m| self.engine.model_mut().copy_weights_from(&m))
+            .map(|()| self.version.fetch_add(1, Ordering::SeqCst) + 1)
+            .map_err(|e| format!("cannot load weights from {}: {e}", path.display()))
     }
 }

@@ -10,16 +10,18 @@
 //! concurrently on tokio's blocking threads, so the async side stays free.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
-use skyrl_model::{ChatMessage, InferenceEngine, SamplingParams, Tokenizer};
+use skyrl_model::{ChatMessage, SampleStream, SamplingParams, Tokenizer};
 use skyrl_runtime::{EnvInstance, Message, Plugin};
 use tracing::warn;
 
 use crate::config::GeneratorConfig;
 use crate::dataset::PromptRow;
+use crate::inference::RolloutEngine;
 
 /// Stop reason of a trajectory whose environment failed (trap, bad output, ...).
 pub const ENV_ERROR: &str = "env_error";
@@ -215,6 +217,8 @@ where
 pub struct Generator {
     pub envs: EnvRegistry,
     runtime: tokio::runtime::Runtime,
+    /// Numbers calls, to name trajectories (`<call>-<index>`) for sticky routing.
+    calls: AtomicU64,
 }
 
 impl Generator {
@@ -226,28 +230,41 @@ impl Generator {
             .enable_all()
             .build()
             .context("cannot start the tokio runtime for env workers")?;
-        Ok(Self { envs, runtime })
+        Ok(Self {
+            envs,
+            runtime,
+            calls: AtomicU64::new(0),
+        })
     }
 
     /// Generates one trajectory per request (in order).
     pub fn generate(
         &self,
-        engine: &InferenceEngine,
+        engine: &RolloutEngine,
         tokenizer: &Tokenizer,
         requests: &[GeneratorRequest],
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
-        self.runtime
-            .block_on(self.generate_async(engine, tokenizer, requests, params))
+        let out = self
+            .runtime
+            .block_on(self.generate_async(engine, tokenizer, requests, params));
+        engine.end_sessions();
+        out
+    }
+
+    /// A handle to the generator's runtime (for engine calls outside rollouts).
+    pub fn runtime(&self) -> tokio::runtime::Handle {
+        self.runtime.handle().clone()
     }
 
     async fn generate_async(
         &self,
-        engine: &InferenceEngine,
+        engine: &RolloutEngine,
         tokenizer: &Tokenizer,
         requests: &[GeneratorRequest],
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
         // Create + init every env on the blocking pool.
         let mut jobs = Vec::with_capacity(requests.len());
         for r in requests {
@@ -319,13 +336,24 @@ impl Generator {
                     ids
                 })
                 .collect();
-            let mut sampling = params.sampling.clone();
-            if let Some(seed) = sampling.seed {
-                // A different stream per turn, reproducible for the same inputs.
-                let turn = trajs[active[0]].turns as u64;
-                sampling.seed = Some(seed.wrapping_mul(31).wrapping_add(turn));
-            }
-            let completions = engine.generate(&inputs, &sampling)?;
+            // Trajectory `i` samples from stream `i` of a per-turn seed:
+            // reproducible for the same inputs, whoever else is still active.
+            let turn = trajs[active[0]].turns as u64;
+            let turn_seed = match params.sampling.seed {
+                Some(seed) => seed.wrapping_mul(31).wrapping_add(turn),
+                None => rand::random(),
+            };
+            let streams: Vec<SampleStream> = active
+                .iter()
+                .map(|&i| SampleStream {
+                    seed: turn_seed,
+                    index: i as u64,
+                })
+                .collect();
+            let sessions: Vec<String> = active.iter().map(|&i| format!("{call}-{i}")).collect();
+            let completions = engine
+                .generate(&inputs, &streams, &params.sampling, &sessions)
+                .await?;
             let mut step_jobs = Vec::with_capacity(active.len());
             let mut gen_reasons = Vec::with_capacity(active.len());
             for (&i, c) in active.iter().zip(&completions) {

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod dataset;
 pub mod generator;
+pub mod inference;
 pub mod metrics;
 pub mod model_setup;
 pub mod optim;

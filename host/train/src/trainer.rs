@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -27,6 +27,11 @@ use crate::dataset::{expand_home, EpochSampler, PromptDataset};
 use crate::generator::{
     EnvRegistry, Generator, GeneratorOutput, GeneratorRequest, RolloutParams, ENV_ERROR,
 };
+use crate::inference::launcher::{LocalServers, ServerLaunch};
+use crate::inference::placement::{self, Placement};
+use crate::inference::remote::{RemoteEngines, RemoteEnginesConfig};
+use crate::inference::weight_sync::{SyncReport, WeightSync};
+use crate::inference::RolloutEngine;
 use crate::metrics::{plot_reward_curve, MetricsLog, StepMetrics};
 use crate::model_setup::resolve_model_dir;
 
@@ -37,6 +42,9 @@ pub struct TrainOptions {
     pub progress: bool,
     /// Stop after this many steps in this invocation (for tests and resume checks).
     pub max_steps: Option<u64>,
+    /// The `skyrl` executable whose `serve` runs the engines of disaggregated
+    /// local placement (default: this process's executable when it is `skyrl`).
+    pub engine_program: Option<PathBuf>,
 }
 
 /// What a run produced.
@@ -239,12 +247,90 @@ fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
     }
 }
 
+fn seconds(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+/// The `skyrl` executable for engine servers.
+fn engine_program(opts: &TrainOptions) -> Result<PathBuf> {
+    if let Some(p) = &opts.engine_program {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe().context("cannot locate this executable")?;
+    if exe.file_stem().is_some_and(|n| n == "skyrl") {
+        Ok(exe)
+    } else {
+        bail!(
+            "disaggregated local placement starts `skyrl serve` processes, but this program is \
+             {}; run through the `skyrl` CLI or set TrainOptions::engine_program",
+            exe.display()
+        )
+    }
+}
+
+/// Builds the rollout engine(s) for `placement`.
+fn start_engines(
+    cfg: &SkyrlConfig,
+    placement: &Placement,
+    policy: &CausalLm,
+    policy_dir: &Path,
+    opts: &TrainOptions,
+) -> Result<RolloutEngine> {
+    let ie = &cfg.generator.inference_engine;
+    let client_config = |urls: Vec<String>, model: Option<String>| RemoteEnginesConfig {
+        model,
+        request_timeout: seconds(ie.request_timeout_s),
+        max_retries: ie.max_retries,
+        retry_backoff: seconds(ie.retry_backoff_s),
+        api_key: ie.api_key.clone(),
+        ..RemoteEnginesConfig::new(urls)
+    };
+    Ok(match placement {
+        Placement::Colocated => {
+            let options = LoadOptions {
+                device: policy.device(),
+                kind: policy.kind(),
+            };
+            let engine = InferenceEngine::new(
+                policy.try_clone(&options)?,
+                Some(Tokenizer::from_dir(policy_dir)?),
+            )
+            .with_max_batch(ie.max_num_seqs.max(1));
+            RolloutEngine::Local(engine)
+        }
+        Placement::LocalServers { num_engines } => {
+            let name = ie
+                .served_model_name
+                .clone()
+                .unwrap_or_else(|| "skyrl-policy".into());
+            let launch = ServerLaunch {
+                program: engine_program(opts)?,
+                model: policy_dir.to_path_buf(),
+                max_num_seqs: ie.max_num_seqs.max(1),
+                served_model_name: name.clone(),
+                startup_timeout: seconds(ie.engine_startup_timeout_s),
+            };
+            let servers = LocalServers::start(&launch, *num_engines)?;
+            let client = RemoteEngines::new(client_config(servers.urls().to_vec(), Some(name)))?;
+            RolloutEngine::Remote {
+                client,
+                servers: Some(servers),
+            }
+        }
+        Placement::External { urls } => RolloutEngine::Remote {
+            client: RemoteEngines::new(client_config(urls.clone(), ie.served_model_name.clone()))?,
+            servers: None,
+        },
+    })
+}
+
 /// Everything the loop holds.
 pub struct Trainer {
     cfg: SkyrlConfig,
     policy: CausalLm,
     reference: Option<CausalLm>,
-    engine: InferenceEngine,
+    rollout: RolloutEngine,
+    weight_sync: WeightSync,
     tokenizer: Tokenizer,
     optimizer: crate::optim::AdamW,
     generator: Generator,
@@ -263,7 +349,13 @@ impl Trainer {
     /// Loads data and models, creates the optimiser, and resumes when a
     /// checkpoint is selected by `trainer.resume_mode`.
     pub fn new(cfg: SkyrlConfig, envs: EnvRegistry) -> Result<Self> {
+        Self::with_options(cfg, envs, &TrainOptions::default())
+    }
+
+    /// [`Trainer::new`] with the options that affect setup (the engine program).
+    pub fn with_options(cfg: SkyrlConfig, envs: EnvRegistry, opts: &TrainOptions) -> Result<Self> {
         reject_unsupported(&cfg)?;
+        let plan = placement::plan(&cfg)?;
         let adv_registry = AdvantageEstimatorRegistry::with_defaults();
         let loss_registry = PolicyLossRegistry::with_defaults();
         cfg.validate_names(&adv_registry, &loss_registry)?;
@@ -303,12 +395,19 @@ impl Trainer {
         } else {
             None
         };
-        let engine_model = policy.try_clone(&options)?;
-        let engine = InferenceEngine::new(engine_model, Some(Tokenizer::from_dir(&policy_dir)?))
-            .with_max_batch(cfg.generator.inference_engine.max_num_seqs.max(1));
         let optimizer =
             crate::optim::AdamW::from_config(named_params(&policy), &t.policy.optimizer_config)?;
         let generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
+        let rollout = start_engines(&cfg, &plan.placement, &policy, &policy_dir, opts)?;
+        if let Some(client) = rollout.remote() {
+            let wait = seconds(cfg.generator.inference_engine.engine_startup_timeout_s);
+            generator.runtime().block_on(client.wait_ready(wait))?;
+        }
+        let sync_dir = match &cfg.generator.inference_engine.weight_sync_path {
+            Some(p) => expand_home(p),
+            None => export.join("weight_sync"),
+        };
+        let weight_sync = WeightSync::new(plan.weight_sync, sync_dir);
         let kl_ctrl = if cfg.trainer.algorithm.use_kl_in_reward {
             Some(KlController::from_config(&cfg.trainer.algorithm)?)
         } else {
@@ -318,7 +417,8 @@ impl Trainer {
             cfg,
             policy,
             reference,
-            engine,
+            rollout,
+            weight_sync,
             tokenizer,
             optimizer,
             generator,
@@ -332,6 +432,10 @@ impl Trainer {
             kl_ctrl,
         };
         trainer.maybe_resume()?;
+        if trainer.rollout.remote().is_some() {
+            // Separate engines may serve other weights: start them on the policy's.
+            trainer.sync_weights()?;
+        }
         Ok(trainer)
     }
 
@@ -360,10 +464,25 @@ impl Trainer {
                 KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value = v,
             }
         }
-        self.engine.model_mut().copy_weights_from(&self.policy)?;
+        if self.rollout.remote().is_none() {
+            self.sync_weights()?;
+        }
         info!(dir = %dir.display(), step = self.global_step, "resumed");
         self.resumed_from = Some(dir);
         Ok(())
+    }
+
+    /// Makes the inference engines serve the policy's current weights.
+    fn sync_weights(&mut self) -> Result<SyncReport> {
+        let rt = self.generator.runtime();
+        self.weight_sync
+            .sync(&self.policy, &self.tokenizer, &mut self.rollout, &rt)
+            .context("weight sync to the inference engines failed")
+    }
+
+    /// The engines rollouts are sampled from.
+    pub fn rollout_engine(&self) -> &RolloutEngine {
+        &self.rollout
     }
 
     /// The policy being trained.
@@ -418,7 +537,7 @@ impl Trainer {
             );
             let out = self
                 .generator
-                .generate(&self.engine, &self.tokenizer, &reqs, &params)?;
+                .generate(&self.rollout, &self.tokenizer, &reqs, &params)?;
             let n = reqs.len() as f64;
             for (key, v) in &out.env_metrics {
                 let e = env_sums.entry(key.clone()).or_default();
@@ -460,9 +579,9 @@ impl Trainer {
             &g.sampling_params,
             Some(derive_seed(t.seed, self.global_step, 1)),
         );
-        let mut out = self
-            .generator
-            .generate(&self.engine, &self.tokenizer, &requests, &params)?;
+        let mut out =
+            self.generator
+                .generate(&self.rollout, &self.tokenizer, &requests, &params)?;
         let gen_secs = gen_start.elapsed().as_secs_f64();
         let raw_rewards = out.sequence_rewards();
         let generated_tokens: f64 = out
@@ -618,8 +737,8 @@ impl Trainer {
             }
         }
 
-        // 4. Weight sync into the inference engine (colocated, in process).
-        self.engine.model_mut().copy_weights_from(&self.policy)?;
+        // 4. Weight sync into the inference engines.
+        let sync = self.sync_weights()?;
         self.global_step += 1;
         let train_secs = train_start.elapsed().as_secs_f64();
 
@@ -667,6 +786,17 @@ impl Trainer {
         m.insert("grad_norm".into(), mean(&grad_norms));
         m.insert("lr".into(), lrs.last().copied().unwrap_or(0.0));
         m.insert("time/generate".into(), gen_secs);
+        m.insert("time/weight_sync".into(), sync.seconds);
+        m.insert("weight_sync/bytes".into(), sync.bytes as f64);
+        if let Some(v) = sync.versions.iter().flatten().min() {
+            m.insert("inference/weight_version".into(), *v as f64);
+        }
+        if let Some(client) = self.rollout.remote() {
+            for (i, st) in client.stats().iter().enumerate() {
+                m.insert(format!("inference/engine{i}/requests"), st.requests as f64);
+                m.insert(format!("inference/engine{i}/failures"), st.failures as f64);
+            }
+        }
         m.insert("time/train".into(), train_secs);
         m.insert("time/step".into(), step_start.elapsed().as_secs_f64());
         m.insert("tokens_per_s".into(), generated_tokens / gen_secs.max(1e-9));
@@ -806,7 +936,7 @@ impl Trainer {
 
 /// Builds a [`Trainer`] and runs it.
 pub fn train(cfg: SkyrlConfig, envs: EnvRegistry, opts: &TrainOptions) -> Result<RunSummary> {
-    let mut trainer = Trainer::new(cfg, envs)?;
+    let mut trainer = Trainer::with_options(cfg, envs, opts)?;
     trainer.run(opts)
 }
 

@@ -11,6 +11,7 @@ use skyrl_model::{init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions,
 use skyrl_model::{TinySize, Tokenizer};
 use skyrl_runtime::{Message, Plugin, PluginEngine};
 use skyrl_train::generator::{EnvRegistry, Generator, GeneratorRequest, RolloutParams, ENV_ERROR};
+use skyrl_train::inference::RolloutEngine;
 
 fn plugin(engine: &PluginEngine, name: &str) -> Plugin {
     let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -24,7 +25,7 @@ fn plugin(engine: &PluginEngine, name: &str) -> Plugin {
     Plugin::load(engine, &wasm).unwrap()
 }
 
-fn setup() -> (InferenceEngine, Tokenizer, Generator, tempfile::TempDir) {
+fn setup() -> (RolloutEngine, Tokenizer, Generator, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     init_tiny_model(Arch::Qwen2, TinySize::Tiny, dir.path(), 3).unwrap();
     let opts = LoadOptions {
@@ -33,7 +34,10 @@ fn setup() -> (InferenceEngine, Tokenizer, Generator, tempfile::TempDir) {
     };
     let model = CausalLm::from_pretrained(dir.path(), &opts).unwrap();
     let tokenizer = Tokenizer::from_dir(dir.path()).unwrap();
-    let engine = InferenceEngine::new(model, Some(Tokenizer::from_dir(dir.path()).unwrap()));
+    let engine = RolloutEngine::Local(InferenceEngine::new(
+        model,
+        Some(Tokenizer::from_dir(dir.path()).unwrap()),
+    ));
     let pe = PluginEngine::shared().unwrap();
     let mut envs = EnvRegistry::default();
     envs.insert(

@@ -93,6 +93,7 @@ fn two_steps_have_finite_metrics_and_write_checkpoints() {
         .run(&TrainOptions {
             progress: false,
             max_steps: Some(2),
+            ..Default::default()
         })
         .unwrap();
     assert_eq!(summary.final_step, 2);
@@ -160,6 +161,7 @@ fn resume_reproduces_the_next_step() {
     let opts = |n| TrainOptions {
         progress: false,
         max_steps: Some(n),
+        ..Default::default()
     };
     let full_run = full.run(&opts(2)).unwrap();
     let full_params = params(&full);
@@ -215,6 +217,7 @@ fn kl_in_reward_uses_the_reference_and_checkpoints_the_coefficient() {
         .run(&TrainOptions {
             progress: false,
             max_steps: Some(2),
+            ..Default::default()
         })
         .unwrap();
     let m = &run.steps[1];

@@ -1,14 +1,15 @@
 //! `skyrl serve`: the built-in engine behind an OpenAI-compatible HTTP API.
 
-use std::net::SocketAddr;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, Tokenizer};
 use skyrl_serve::server::{serve_blocking, AppState};
-use skyrl_serve::EngineWorker;
+use skyrl_serve::{EngineWorker, LISTENING_PREFIX};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -18,7 +19,7 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Port to listen on.
+    /// Port to listen on (0 picks a free one; the address is printed on stdout).
     #[arg(long, default_value_t = 8000)]
     port: u16,
     /// Model name reported by /v1/models (default: the directory name).
@@ -27,6 +28,9 @@ pub struct ServeArgs {
     /// Most sequences decoded together.
     #[arg(long, default_value_t = 64)]
     max_num_seqs: usize,
+    /// Milliseconds the engine waits for more requests to join a decode batch.
+    #[arg(long, default_value_t = 3)]
+    batch_window_ms: u64,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -48,10 +52,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "skyrl".into())
     });
-    let state = AppState {
-        worker: EngineWorker::spawn(engine),
-        tokenizer: Arc::new(tokenizer),
-        model_name,
-    };
-    serve_blocking(state, addr)
+    let worker =
+        EngineWorker::spawn_with_window(engine, Duration::from_millis(args.batch_window_ms));
+    let state = AppState::new(worker, tokenizer, model_name);
+    let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    println!("{LISTENING_PREFIX}{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    serve_blocking(state, listener)
 }

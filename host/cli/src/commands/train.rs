@@ -82,6 +82,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         &TrainOptions {
             progress: !args.quiet,
             max_steps: args.max_steps,
+            engine_program: std::env::current_exe().ok(),
         },
     )?;
     let first = summary.steps.first().and_then(|m| m.get("reward/mean"));

@@ -638,8 +638,21 @@ pub struct InferenceEngineConfig {
     pub num_engines: usize,
     /// `tch` (in-process libtorch engine).
     pub backend: String,
-    /// `colocated`, `cuda_ipc`, `nccl` or `checkpoint`.
+    /// `colocated` (in-process engine), `checkpoint` (safetensors + reload) or `nccl`.
     pub weight_sync_backend: String,
+    /// Directory for `checkpoint` weight sync; every engine must read it
+    /// (null = `<trainer.export_path>/weight_sync`).
+    pub weight_sync_path: Option<String>,
+    /// Seconds one request to a remote engine may take.
+    pub request_timeout_s: f64,
+    /// Extra attempts after a failed remote request (other servers first).
+    pub max_retries: u32,
+    /// First retry backoff in seconds (doubles per attempt).
+    pub retry_backoff_s: f64,
+    /// Seconds to wait for engines to come up (`/health`).
+    pub engine_startup_timeout_s: f64,
+    /// Bearer token for remote engines started with `--api-key`.
+    pub api_key: Option<String>,
     pub tensor_parallel_size: usize,
     pub async_engine: bool,
     pub enable_prefix_caching: bool,
@@ -664,6 +677,12 @@ impl Default for InferenceEngineConfig {
             num_engines: 1,
             backend: "tch".into(),
             weight_sync_backend: "colocated".into(),
+            weight_sync_path: None,
+            request_timeout_s: 600.0,
+            max_retries: 3,
+            retry_backoff_s: 0.5,
+            engine_startup_timeout_s: 120.0,
+            api_key: None,
             tensor_parallel_size: 1,
             async_engine: true,
             enable_prefix_caching: true,
