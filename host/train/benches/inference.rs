@@ -104,21 +104,18 @@ fn run(size_name: &str, size: TinySize) {
         .build()
         .unwrap();
 
-    let local = RolloutEngine::Local(engine(&dir));
+    let local = RolloutEngine::local(engine(&dir));
     let gen = |e: &RolloutEngine| {
-        let out = rt
+        let (out, _) = rt
             .block_on(e.generate(&prompts, &streams, &params, &sessions))
             .unwrap();
         assert_eq!(out.len(), PROMPTS);
-        e.end_sessions();
+        e.end_sessions("t");
     };
     let remote = |urls: Vec<String>| {
         let c = RemoteEngines::new(RemoteEnginesConfig::new(urls)).unwrap();
         rt.block_on(c.wait_ready(Duration::from_secs(30))).unwrap();
-        RolloutEngine::Remote {
-            client: c,
-            servers: None,
-        }
+        RolloutEngine::remote(c, None)
     };
     let window = Duration::from_millis(3);
     let one = remote(vec![serve(&dir, window, 256)]);
@@ -133,11 +130,10 @@ fn run(size_name: &str, size: TinySize) {
     let policy = CausalLm::from_pretrained(&dir, &cpu()).unwrap();
     let handle = rt.handle().clone();
     let mut colocated = WeightSync::new(WeightSyncBackend::Colocated, tmp.path().join("c"));
-    let mut local = local;
     let t_copy = time(|| {
-        colocated.sync(&policy, &tok, &mut local, &handle).unwrap();
+        colocated.sync(&policy, &tok, &local, &handle).unwrap();
     });
-    let sync_time = |engines: &mut RolloutEngine, sub: &str| {
+    let sync_time = |engines: &RolloutEngine, sub: &str| {
         let mut s = WeightSync::new(WeightSyncBackend::Checkpoint, tmp.path().join(sub));
         let mut bytes = 0;
         let t = time(|| {
@@ -145,10 +141,8 @@ fn run(size_name: &str, size: TinySize) {
         });
         (t, bytes)
     };
-    let mut one = one;
-    let mut two = two;
-    let (t_ck1, bytes) = sync_time(&mut one, "s1");
-    let (t_ck2, _) = sync_time(&mut two, "s2");
+    let (t_ck1, bytes) = sync_time(&one, "s1");
+    let (t_ck2, _) = sync_time(&two, "s2");
 
     let tokens = (PROMPTS * MAX_TOKENS) as f64;
     println!();

@@ -101,9 +101,50 @@ pub struct GeneratorOutput {
     pub env_metrics: BTreeMap<String, f64>,
     /// Number of turns per trajectory.
     pub num_turns: Vec<usize>,
+    /// Oldest policy version that generated a token of each trajectory.
+    pub policy_versions: Vec<u64>,
 }
 
 impl GeneratorOutput {
+    /// Number of trajectories.
+    pub fn len(&self) -> usize {
+        self.response_ids.len()
+    }
+
+    /// True when there are no trajectories.
+    pub fn is_empty(&self) -> bool {
+        self.response_ids.is_empty()
+    }
+
+    /// Appends `other`'s trajectories; env metrics become the
+    /// trajectory-weighted means of both.
+    pub fn append(&mut self, other: GeneratorOutput) {
+        let (n, m) = (self.len() as f64, other.len() as f64);
+        let mut metrics: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for (k, v) in &self.env_metrics {
+            let e = metrics.entry(k.clone()).or_default();
+            e.0 += v * n;
+            e.1 += n;
+        }
+        for (k, v) in &other.env_metrics {
+            let e = metrics.entry(k.clone()).or_default();
+            e.0 += v * m;
+            e.1 += m;
+        }
+        self.env_metrics = metrics
+            .into_iter()
+            .map(|(k, (s, w))| (k, s / w.max(1.0)))
+            .collect();
+        self.prompt_token_ids.extend(other.prompt_token_ids);
+        self.response_ids.extend(other.response_ids);
+        self.rewards.extend(other.rewards);
+        self.loss_masks.extend(other.loss_masks);
+        self.stop_reasons.extend(other.stop_reasons);
+        self.rollout_logprobs.extend(other.rollout_logprobs);
+        self.num_turns.extend(other.num_turns);
+        self.policy_versions.extend(other.policy_versions);
+    }
+
     /// Sum of the per-token rewards of each trajectory.
     pub fn sequence_rewards(&self) -> Vec<f64> {
         self.rewards
@@ -111,6 +152,13 @@ impl GeneratorOutput {
             .map(|r| r.iter().map(|&x| x as f64).sum())
             .collect()
     }
+}
+
+/// One unit of rollout work for [`Generator::run_jobs`].
+pub struct RolloutJob<T> {
+    pub tag: T,
+    pub requests: Vec<GeneratorRequest>,
+    pub params: RolloutParams,
 }
 
 /// Generation limits of one call.
@@ -158,6 +206,8 @@ struct Trajectory {
     stop_reason: Option<String>,
     turns: usize,
     metrics: Option<Value>,
+    /// Oldest policy version used so far.
+    version: Option<u64>,
 }
 
 impl Trajectory {
@@ -245,16 +295,45 @@ impl Generator {
         requests: &[GeneratorRequest],
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
-        let out = self
-            .runtime
-            .block_on(self.generate_async(engine, tokenizer, requests, params));
-        engine.end_sessions();
-        out
+        self.runtime
+            .block_on(self.generate_async(engine, tokenizer, requests, params))
     }
 
     /// A handle to the generator's runtime (for engine calls outside rollouts).
     pub fn runtime(&self) -> tokio::runtime::Handle {
         self.runtime.handle().clone()
+    }
+
+    /// Generates the jobs arriving on `jobs` (each a list of requests with
+    /// its params, tagged) concurrently, at most `parallel` at a time, calling
+    /// `done(tag, output, seconds)` as each finishes (completion order). Returns when
+    /// the sender side is dropped and every admitted job has finished.
+    pub fn run_jobs<T>(
+        &self,
+        engine: &RolloutEngine,
+        tokenizer: &Tokenizer,
+        parallel: usize,
+        jobs: tokio::sync::mpsc::UnboundedReceiver<RolloutJob<T>>,
+        mut done: impl FnMut(T, Result<GeneratorOutput>, f64),
+    ) {
+        use futures::stream::{self, StreamExt};
+        let jobs = stream::unfold(jobs, |mut rx| async move {
+            rx.recv().await.map(|job| (job, rx))
+        });
+        self.runtime.block_on(
+            jobs.map(|job| async move {
+                let start = std::time::Instant::now();
+                let out = self
+                    .generate_async(engine, tokenizer, &job.requests, &job.params)
+                    .await;
+                (job.tag, out, start.elapsed().as_secs_f64())
+            })
+            .buffer_unordered(parallel.max(1))
+            .for_each(|(tag, out, secs)| {
+                done(tag, out, secs);
+                async {}
+            }),
+        );
     }
 
     async fn generate_async(
@@ -265,6 +344,21 @@ impl Generator {
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        let out = self
+            .generate_call(call, engine, tokenizer, requests, params)
+            .await;
+        engine.end_sessions(&format!("{call}-"));
+        out
+    }
+
+    async fn generate_call(
+        &self,
+        call: u64,
+        engine: &RolloutEngine,
+        tokenizer: &Tokenizer,
+        requests: &[GeneratorRequest],
+        params: &RolloutParams,
+    ) -> Result<GeneratorOutput> {
         // Create + init every env on the blocking pool.
         let mut jobs = Vec::with_capacity(requests.len());
         for r in requests {
@@ -297,6 +391,7 @@ impl Generator {
                 stop_reason: None,
                 turns: 0,
                 metrics: None,
+                version: None,
             };
             match init {
                 Ok((env, init)) => {
@@ -351,13 +446,14 @@ impl Generator {
                 })
                 .collect();
             let sessions: Vec<String> = active.iter().map(|&i| format!("{call}-{i}")).collect();
-            let completions = engine
+            let (completions, version) = engine
                 .generate(&inputs, &streams, &params.sampling, &sessions)
                 .await?;
             let mut step_jobs = Vec::with_capacity(active.len());
             let mut gen_reasons = Vec::with_capacity(active.len());
             for (&i, c) in active.iter().zip(&completions) {
                 let t = &mut trajs[i];
+                t.version = Some(t.version.map_or(version, |v| v.min(version)));
                 let text = tokenizer.decode(&c.token_ids, true)?;
                 t.response_ids.extend_from_slice(&c.token_ids);
                 t.loss_mask
@@ -455,6 +551,8 @@ impl Generator {
             out.stop_reasons
                 .push(t.stop_reason.unwrap_or_else(|| "length".into()));
             out.num_turns.push(t.turns);
+            out.policy_versions
+                .push(t.version.unwrap_or_else(|| engine.version()));
         }
         out.env_metrics = sums
             .into_iter()

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -22,8 +23,8 @@ use crate::algorithms::{
     KlEstimator, LossReduction, PolicyLossRegistry,
 };
 use crate::checkpoint::{self, CheckpointData, TrainerState};
-use crate::config::SkyrlConfig;
-use crate::dataset::{expand_home, EpochSampler, PromptDataset};
+use crate::config::{SkyrlConfig, TrainingMode};
+use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
 use crate::generator::{
     EnvRegistry, Generator, GeneratorOutput, GeneratorRequest, RolloutParams, ENV_ERROR,
 };
@@ -34,6 +35,8 @@ use crate::inference::weight_sync::{SyncReport, WeightSync};
 use crate::inference::RolloutEngine;
 use crate::metrics::{plot_reward_curve, MetricsLog, StepMetrics};
 use crate::model_setup::resolve_model_dir;
+
+mod pipeline;
 
 /// Options outside the config tree.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +64,29 @@ pub struct RunSummary {
     pub plot_path: Option<PathBuf>,
     pub last_checkpoint: Option<PathBuf>,
     pub wall_seconds: f64,
+}
+
+/// Rollout work for one batch of prompts.
+struct Work {
+    /// Index of the batch in this run's data order (from the run's start).
+    batch: u64,
+    epoch: usize,
+    /// Data position after this batch.
+    after: DataPosition,
+    requests: Vec<GeneratorRequest>,
+    group_ids: Vec<String>,
+    seed: u64,
+}
+
+/// Generated trajectories ready for a training step.
+struct Rollout {
+    out: GeneratorOutput,
+    group_ids: Vec<String>,
+    epoch: usize,
+    /// Generation time of this batch (sum over its units when split).
+    gen_secs: f64,
+    /// How long the trainer waited for these rollouts.
+    wait_secs: f64,
 }
 
 /// Padded training tensors of one generated batch (rows = trajectories).
@@ -296,7 +322,7 @@ fn start_engines(
                 Some(Tokenizer::from_dir(policy_dir)?),
             )
             .with_max_batch(ie.max_num_seqs.max(1));
-            RolloutEngine::Local(engine)
+            RolloutEngine::local(engine)
         }
         Placement::LocalServers { num_engines } => {
             let name = ie
@@ -312,15 +338,12 @@ fn start_engines(
             };
             let servers = LocalServers::start(&launch, *num_engines)?;
             let client = RemoteEngines::new(client_config(servers.urls().to_vec(), Some(name)))?;
-            RolloutEngine::Remote {
-                client,
-                servers: Some(servers),
-            }
+            RolloutEngine::remote(client, Some(servers))
         }
-        Placement::External { urls } => RolloutEngine::Remote {
-            client: RemoteEngines::new(client_config(urls.clone(), ie.served_model_name.clone()))?,
-            servers: None,
-        },
+        Placement::External { urls } => RolloutEngine::remote(
+            RemoteEngines::new(client_config(urls.clone(), ie.served_model_name.clone()))?,
+            None,
+        ),
     })
 }
 
@@ -329,11 +352,16 @@ pub struct Trainer {
     cfg: SkyrlConfig,
     policy: CausalLm,
     reference: Option<CausalLm>,
-    rollout: RolloutEngine,
+    rollout: Arc<RolloutEngine>,
     weight_sync: WeightSync,
-    tokenizer: Tokenizer,
+    tokenizer: Arc<Tokenizer>,
     optimizer: crate::optim::AdamW,
-    generator: Generator,
+    generator: Arc<Generator>,
+    /// Batches handed to rollout generation so far (seeds rollouts).
+    batches_taken: u64,
+    /// Data position after the last batch whose rollouts were all trained on
+    /// (what a checkpoint resumes from).
+    trained_pos: DataPosition,
     train_data: PromptDataset,
     val_data: PromptDataset,
     sampler: EpochSampler,
@@ -399,7 +427,7 @@ impl Trainer {
             crate::optim::AdamW::from_config(named_params(&policy), &t.policy.optimizer_config)?;
         let generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
         let rollout = start_engines(&cfg, &plan.placement, &policy, &policy_dir, opts)?;
-        if let Some(client) = rollout.remote() {
+        if let Some(client) = rollout.remote_client() {
             let wait = seconds(cfg.generator.inference_engine.engine_startup_timeout_s);
             generator.runtime().block_on(client.wait_ready(wait))?;
         }
@@ -417,11 +445,13 @@ impl Trainer {
             cfg,
             policy,
             reference,
-            rollout,
+            rollout: Arc::new(rollout),
             weight_sync,
-            tokenizer,
+            tokenizer: Arc::new(tokenizer),
+            batches_taken: 0,
+            trained_pos: DataPosition::default(),
             optimizer,
-            generator,
+            generator: Arc::new(generator),
             train_data,
             val_data,
             sampler,
@@ -432,7 +462,9 @@ impl Trainer {
             kl_ctrl,
         };
         trainer.maybe_resume()?;
-        if trainer.rollout.remote().is_some() {
+        trainer.trained_pos = trainer.sampler.position();
+        trainer.batches_taken = trainer.global_step;
+        if trainer.rollout.remote_client().is_some() {
             // Separate engines may serve other weights: start them on the policy's.
             trainer.sync_weights()?;
         }
@@ -464,7 +496,7 @@ impl Trainer {
                 KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value = v,
             }
         }
-        if self.rollout.remote().is_none() {
+        if self.rollout.remote_client().is_none() {
             self.sync_weights()?;
         }
         info!(dir = %dir.display(), step = self.global_step, "resumed");
@@ -475,9 +507,12 @@ impl Trainer {
     /// Makes the inference engines serve the policy's current weights.
     fn sync_weights(&mut self) -> Result<SyncReport> {
         let rt = self.generator.runtime();
-        self.weight_sync
-            .sync(&self.policy, &self.tokenizer, &mut self.rollout, &rt)
-            .context("weight sync to the inference engines failed")
+        let report = self
+            .weight_sync
+            .sync(&self.policy, &self.tokenizer, &self.rollout, &rt)
+            .context("weight sync to the inference engines failed")?;
+        self.rollout.set_version(self.global_step);
+        Ok(report)
     }
 
     /// The engines rollouts are sampled from.
@@ -555,34 +590,100 @@ impl Trainer {
         Ok(m)
     }
 
-    /// One training step on the next batch; `None` when the data is exhausted.
+    /// The next batch of prompts as rollout work, or `None` when the data is exhausted.
+    fn take_work(&mut self) -> Option<Work> {
+        let (pos, rows) = self.sampler.next_batch()?;
+        let n = self.cfg.generator.n_samples_per_prompt;
+        let requests = self.requests(&rows, &self.train_data, n);
+        let group_ids = rows
+            .iter()
+            .flat_map(|r| std::iter::repeat_n(format!("{}-{r}", pos.epoch), n))
+            .collect();
+        let seed = derive_seed(self.cfg.trainer.seed, self.batches_taken, 1);
+        self.batches_taken += 1;
+        Some(Work {
+            batch: self.batches_taken - 1,
+            epoch: pos.epoch,
+            after: self.sampler.position(),
+            requests,
+            group_ids,
+            seed,
+        })
+    }
+
+    fn rollout_params(&self, seed: u64) -> RolloutParams {
+        let g = &self.cfg.generator;
+        RolloutParams::from_config(g, &g.sampling_params, Some(seed))
+    }
+
+    /// One training step on the next batch (rollouts, then training, then
+    /// weight sync); `None` when the data is exhausted.
     pub fn train_step(&mut self) -> Result<Option<StepMetrics>> {
-        let step_start = Instant::now();
-        let Some((pos, rows)) = self.sampler.next_batch() else {
+        let Some(work) = self.take_work() else {
             return Ok(None);
         };
+        let gen_start = Instant::now();
+        let out = self.generator.generate(
+            &self.rollout,
+            &self.tokenizer,
+            &work.requests,
+            &self.rollout_params(work.seed),
+        )?;
+        let gen_secs = gen_start.elapsed().as_secs_f64();
+        let after = work.after;
+        let rollout = Rollout {
+            out,
+            group_ids: work.group_ids,
+            epoch: work.epoch,
+            gen_secs,
+            wait_secs: gen_secs,
+        };
+        let mut m = self.train_on(rollout)?;
+        self.trained_pos = after;
+        self.finish_step(&mut m)?;
+        Ok(Some(m))
+    }
+
+    /// Syncs weights after a step and records the sync metrics.
+    fn finish_step(&mut self, m: &mut StepMetrics) -> Result<()> {
+        let sync = self.sync_weights()?;
+        m.insert("time/weight_sync".into(), sync.seconds);
+        m.insert("weight_sync/bytes".into(), sync.bytes as f64);
+        if let Some(v) = sync.versions.iter().flatten().min() {
+            m.insert("inference/weight_version".into(), *v as f64);
+        }
+        if let Some(client) = self.rollout.remote_client() {
+            for (i, st) in client.stats().iter().enumerate() {
+                m.insert(format!("inference/engine{i}/requests"), st.requests as f64);
+                m.insert(format!("inference/engine{i}/failures"), st.failures as f64);
+            }
+        }
+        Ok(())
+    }
+
+    /// Trains on one batch of rollouts (filters, advantages, policy updates);
+    /// the caller syncs weights afterwards.
+    fn train_on(&mut self, rollout: Rollout) -> Result<StepMetrics> {
+        let step_start = Instant::now();
+        let Rollout {
+            out,
+            group_ids,
+            epoch,
+            gen_secs,
+            wait_secs,
+        } = rollout;
+        let mut out = out;
         let cfg = self.cfg.clone();
         let t = &cfg.trainer;
         let g = &cfg.generator;
         let a = &t.algorithm;
         let n_samples = g.n_samples_per_prompt;
-        let requests = self.requests(&rows, &self.train_data, n_samples);
-        let group_ids: Vec<String> = rows
+        // Policy version at training time minus the version that generated each trajectory.
+        let staleness: Vec<f64> = out
+            .policy_versions
             .iter()
-            .flat_map(|r| std::iter::repeat_n(format!("{}", r), n_samples))
+            .map(|&v| self.global_step.saturating_sub(v) as f64)
             .collect();
-
-        // 1. Rollouts.
-        let gen_start = Instant::now();
-        let params = RolloutParams::from_config(
-            g,
-            &g.sampling_params,
-            Some(derive_seed(t.seed, self.global_step, 1)),
-        );
-        let mut out =
-            self.generator
-                .generate(&self.rollout, &self.tokenizer, &requests, &params)?;
-        let gen_secs = gen_start.elapsed().as_secs_f64();
         let raw_rewards = out.sequence_rewards();
         let generated_tokens: f64 = out
             .loss_masks
@@ -737,13 +838,17 @@ impl Trainer {
             }
         }
 
-        // 4. Weight sync into the inference engines.
-        let sync = self.sync_weights()?;
         self.global_step += 1;
         let train_secs = train_start.elapsed().as_secs_f64();
 
         let mut m = StepMetrics::new();
-        m.insert("epoch".into(), pos.epoch as f64);
+        m.insert("epoch".into(), epoch as f64);
+        m.insert("async/staleness_mean".into(), mean(&staleness));
+        m.insert(
+            "async/staleness_max".into(),
+            staleness.iter().cloned().fold(0.0, f64::max),
+        );
+        m.insert("time/wait_for_rollouts".into(), wait_secs);
         m.extend(kl_metrics);
         if a.zero_variance_filter {
             m.insert(
@@ -786,21 +891,10 @@ impl Trainer {
         m.insert("grad_norm".into(), mean(&grad_norms));
         m.insert("lr".into(), lrs.last().copied().unwrap_or(0.0));
         m.insert("time/generate".into(), gen_secs);
-        m.insert("time/weight_sync".into(), sync.seconds);
-        m.insert("weight_sync/bytes".into(), sync.bytes as f64);
-        if let Some(v) = sync.versions.iter().flatten().min() {
-            m.insert("inference/weight_version".into(), *v as f64);
-        }
-        if let Some(client) = self.rollout.remote() {
-            for (i, st) in client.stats().iter().enumerate() {
-                m.insert(format!("inference/engine{i}/requests"), st.requests as f64);
-                m.insert(format!("inference/engine{i}/failures"), st.failures as f64);
-            }
-        }
         m.insert("time/train".into(), train_secs);
         m.insert("time/step".into(), step_start.elapsed().as_secs_f64());
         m.insert("tokens_per_s".into(), generated_tokens / gen_secs.max(1e-9));
-        Ok(Some(m))
+        Ok(m)
     }
 
     /// Writes a resumable checkpoint of the current step.
@@ -809,7 +903,7 @@ impl Trainer {
         let optim = self.optimizer.state_tensors();
         let state = TrainerState {
             global_step: self.global_step,
-            data_position: self.sampler.position(),
+            data_position: self.trained_pos,
             seed: self.cfg.trainer.seed,
             kl_ctrl_value: self.kl_ctrl.as_ref().map(KlController::value),
             metrics: metrics.clone(),
@@ -874,8 +968,17 @@ impl Trainer {
         let mut last_ckpt_step = self.global_step;
         let mut last_metrics = StepMetrics::new();
         let mut done_here = 0u64;
+        let mode = self.cfg.trainer.training_mode;
+        let mut pipeline = match mode {
+            TrainingMode::Sync => None,
+            _ => Some(pipeline::Pipeline::start(self, mode)?),
+        };
         while opts.max_steps.is_none_or(|n| done_here < n) {
-            let Some(mut m) = self.train_step()? else {
+            let next = match pipeline.as_mut() {
+                Some(p) => p.step(self)?,
+                None => self.train_step()?,
+            };
+            let Some(mut m) = next else {
                 break;
             };
             done_here += 1;
@@ -908,6 +1011,8 @@ impl Trainer {
             last_metrics = m.clone();
             summary.steps.push(m);
         }
+        // Stop the rollout worker (it finishes what it holds).
+        drop(pipeline);
         let finished = self.global_step >= total;
         if finished && eval_enabled && last_eval_step != self.global_step {
             let e = self.evaluate()?;

@@ -34,7 +34,7 @@ fn setup() -> (RolloutEngine, Tokenizer, Generator, tempfile::TempDir) {
     };
     let model = CausalLm::from_pretrained(dir.path(), &opts).unwrap();
     let tokenizer = Tokenizer::from_dir(dir.path()).unwrap();
-    let engine = RolloutEngine::Local(InferenceEngine::new(
+    let engine = RolloutEngine::local(InferenceEngine::new(
         model,
         Some(Tokenizer::from_dir(dir.path()).unwrap()),
     ));

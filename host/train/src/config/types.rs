@@ -45,6 +45,8 @@ pub struct TrainerConfig {
     pub reference: RefConfig,
     pub critic: CriticConfig,
     pub algorithm: AlgorithmConfig,
+    /// `sync`, `one_step_off` or `fully_async` (see `trainer.fully_async`).
+    pub training_mode: TrainingMode,
     pub fully_async: FullyAsyncConfig,
     pub gradient_checkpointing: bool,
     pub seed: u64,
@@ -91,6 +93,7 @@ impl Default for TrainerConfig {
             reference: RefConfig::default(),
             critic: CriticConfig::default(),
             algorithm: AlgorithmConfig::default(),
+            training_mode: TrainingMode::Sync,
             fully_async: FullyAsyncConfig::default(),
             gradient_checkpointing: true,
             seed: 42,
@@ -516,6 +519,20 @@ impl Default for CispoConfig {
             cispo_eps_clip_high: 4.0,
         }
     }
+}
+
+/// How generation and training interleave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrainingMode {
+    /// Generate a batch, train on it, sync weights, repeat.
+    #[default]
+    Sync,
+    /// Generate batch k+1 while training on batch k (one step stale).
+    OneStepOff,
+    /// Independent prompt groups generated continuously; bounded staleness,
+    /// in-flight weight updates.
+    FullyAsync,
 }
 
 /// `trainer.fully_async.*`

@@ -8,18 +8,21 @@ pub mod placement;
 pub mod remote;
 pub mod weight_sync;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use anyhow::Result;
 use skyrl_model::{Completion, InferenceEngine, SampleStream, SamplingParams};
 
 use launcher::LocalServers;
 use remote::RemoteEngines;
 
-/// The engine(s) the generator samples from.
+/// The engine(s) behind a [`RolloutEngine`].
 // A trainer holds exactly one, so the variants' size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
-pub enum RolloutEngine {
-    /// In this process, sharing the trainer's device.
-    Local(InferenceEngine),
+pub enum EngineBackend {
+    /// In this process, sharing the trainer's device. The mutex serialises
+    /// generation turns with weight syncs (a sync lands between turns).
+    Local(tokio::sync::Mutex<InferenceEngine>),
     /// OpenAI-compatible servers; `servers` holds the processes this trainer
     /// started (disaggregated local placement), `None` for external urls.
     Remote {
@@ -28,39 +31,89 @@ pub enum RolloutEngine {
     },
 }
 
+/// The engine(s) the generator samples from, with the policy version they serve.
+///
+/// Shared between the trainer and rollout workers (`Send + Sync`).
+pub struct RolloutEngine {
+    backend: EngineBackend,
+    /// Policy version (training steps whose weights the engines hold).
+    version: AtomicU64,
+}
+
 impl RolloutEngine {
+    /// The in-process engine.
+    pub fn local(engine: InferenceEngine) -> Self {
+        Self::with_backend(EngineBackend::Local(tokio::sync::Mutex::new(engine)))
+    }
+
+    /// Remote servers (and the processes serving them, when this trainer started them).
+    pub fn remote(client: RemoteEngines, servers: Option<LocalServers>) -> Self {
+        Self::with_backend(EngineBackend::Remote { client, servers })
+    }
+
+    fn with_backend(backend: EngineBackend) -> Self {
+        Self {
+            backend,
+            version: AtomicU64::new(0),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &EngineBackend {
+        &self.backend
+    }
+
+    /// Policy version the engines serve.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    /// Records that the engines now serve policy version `v`.
+    pub fn set_version(&self, v: u64) {
+        self.version.store(v, Ordering::SeqCst);
+    }
+
     /// One completion per prompt; prompt `i` samples from `streams[i]` and
     /// belongs to trajectory `sessions[i]` (remote engines keep a trajectory
-    /// on one server).
+    /// on one server). Also returns the policy version at the start of the call
+    /// (a lower bound for remote engines, which may be updated mid-call).
     pub async fn generate(
         &self,
         prompts: &[Vec<i64>],
         streams: &[SampleStream],
         params: &SamplingParams,
         sessions: &[String],
-    ) -> Result<Vec<Completion>> {
-        match self {
-            RolloutEngine::Local(engine) => {
-                Ok(engine.generate_with_streams(prompts, streams, params)?)
+    ) -> Result<(Vec<Completion>, u64)> {
+        match &self.backend {
+            EngineBackend::Local(engine) => {
+                let engine = engine.lock().await;
+                let version = self.version();
+                Ok((
+                    engine.generate_with_streams(prompts, streams, params)?,
+                    version,
+                ))
             }
-            RolloutEngine::Remote { client, .. } => {
-                Ok(client.generate(prompts, streams, params, sessions).await?)
+            EngineBackend::Remote { client, .. } => {
+                let version = self.version();
+                let out = client.generate(prompts, streams, params, sessions).await?;
+                Ok((out, version))
             }
         }
     }
 
-    /// Drops per-trajectory routing state after a batch.
-    pub fn end_sessions(&self) {
-        if let RolloutEngine::Remote { client, .. } = self {
-            client.clear_sessions();
+    /// Drops the routing state of sessions whose id starts with `prefix`
+    /// (the trajectories of one finished generator call).
+    pub fn end_sessions(&self, prefix: &str) {
+        if let Some(client) = self.remote_client() {
+            client.forget_sessions(prefix);
         }
     }
 
     /// The remote client, when engines are remote.
-    pub fn remote(&self) -> Option<&RemoteEngines> {
-        match self {
-            RolloutEngine::Remote { client, .. } => Some(client),
-            RolloutEngine::Local(_) => None,
+    pub fn remote_client(&self) -> Option<&RemoteEngines> {
+        match &self.backend {
+            EngineBackend::Remote { client, .. } => Some(client),
+            EngineBackend::Local(_) => None,
         }
     }
 }

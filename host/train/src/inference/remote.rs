@@ -222,9 +222,13 @@ impl RemoteEngines {
         map.get(session).map(|&i| self.endpoints[i].base.clone())
     }
 
-    /// Forgets session pins (call when trajectories end).
-    pub fn clear_sessions(&self) {
-        self.sessions.lock().expect("session lock").clear();
+    /// Forgets the pins of sessions whose id starts with `prefix` (call when
+    /// those trajectories end).
+    pub fn forget_sessions(&self, prefix: &str) {
+        self.sessions
+            .lock()
+            .expect("session lock")
+            .retain(|id, _| !id.starts_with(prefix));
     }
 
     fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use super::nccl::NcclSender;
 use super::placement::WeightSyncBackend;
 use super::remote::RemoteEngines;
-use super::RolloutEngine;
+use super::{EngineBackend, RolloutEngine};
 
 /// What one sync did.
 #[derive(Debug, Clone, Default)]
@@ -47,19 +47,20 @@ impl WeightSync {
         &mut self,
         policy: &CausalLm,
         tokenizer: &Tokenizer,
-        engine: &mut RolloutEngine,
+        engine: &RolloutEngine,
         rt: &Handle,
     ) -> Result<SyncReport> {
         let start = Instant::now();
-        let mut report = match (self, engine) {
-            (WeightSync::Colocated, RolloutEngine::Local(e)) => {
-                e.model_mut().copy_weights_from(policy)?;
+        let mut report = match (self, engine.backend()) {
+            (WeightSync::Colocated, EngineBackend::Local(e)) => {
+                // Waits for the current generation turn, if any, to finish.
+                e.blocking_lock().model_mut().copy_weights_from(policy)?;
                 SyncReport::default()
             }
-            (WeightSync::Checkpoint(c), RolloutEngine::Remote { client, .. }) => {
+            (WeightSync::Checkpoint(c), EngineBackend::Remote { client, .. }) => {
                 c.sync(policy, tokenizer, client, rt)?
             }
-            (WeightSync::Nccl(sender), RolloutEngine::Remote { client, .. }) => {
+            (WeightSync::Nccl(sender), EngineBackend::Remote { client, .. }) => {
                 if sender.is_none() {
                     *sender = Some(rt.block_on(NcclSender::connect(client, policy))?);
                 }
