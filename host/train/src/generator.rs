@@ -103,6 +103,8 @@ pub struct GeneratorOutput {
     pub num_turns: Vec<usize>,
     /// Oldest policy version that generated a token of each trajectory.
     pub policy_versions: Vec<u64>,
+    /// `[start, end)` of every generated turn in each trajectory's `response_ids`.
+    pub turn_spans: Vec<Vec<(usize, usize)>>,
 }
 
 impl GeneratorOutput {
@@ -143,6 +145,7 @@ impl GeneratorOutput {
         self.rollout_logprobs.extend(other.rollout_logprobs);
         self.num_turns.extend(other.num_turns);
         self.policy_versions.extend(other.policy_versions);
+        self.turn_spans.extend(other.turn_spans);
     }
 
     /// Sum of the per-token rewards of each trajectory.
@@ -208,6 +211,8 @@ struct Trajectory {
     metrics: Option<Value>,
     /// Oldest policy version used so far.
     version: Option<u64>,
+    /// Generated turns as `[start, end)` in `response_ids`.
+    spans: Vec<(usize, usize)>,
 }
 
 impl Trajectory {
@@ -392,6 +397,7 @@ impl Generator {
                 turns: 0,
                 metrics: None,
                 version: None,
+                spans: Vec::new(),
             };
             match init {
                 Ok((env, init)) => {
@@ -455,7 +461,9 @@ impl Generator {
                 let t = &mut trajs[i];
                 t.version = Some(t.version.map_or(version, |v| v.min(version)));
                 let text = tokenizer.decode(&c.token_ids, true)?;
+                let start = t.response_ids.len();
                 t.response_ids.extend_from_slice(&c.token_ids);
+                t.spans.push((start, t.response_ids.len()));
                 t.loss_mask
                     .extend(std::iter::repeat_n(1.0, c.token_ids.len()));
                 t.logprobs.extend_from_slice(&c.logprobs);
@@ -528,6 +536,12 @@ impl Generator {
                 if let Some(last) = t.rewards.last_mut() {
                     *last += dropped;
                 }
+                t.spans = t
+                    .spans
+                    .iter()
+                    .map(|&(a, b)| (a, b.min(budget)))
+                    .filter(|&(a, b)| a < b)
+                    .collect();
             }
             if let Some(Value::Object(m)) = &t.metrics {
                 for (k, v) in m {
@@ -551,6 +565,7 @@ impl Generator {
             out.stop_reasons
                 .push(t.stop_reason.unwrap_or_else(|| "length".into()));
             out.num_turns.push(t.turns);
+            out.turn_spans.push(t.spans);
             out.policy_versions
                 .push(t.version.unwrap_or_else(|| engine.version()));
         }

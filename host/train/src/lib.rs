@@ -11,4 +11,5 @@ pub mod inference;
 pub mod metrics;
 pub mod model_setup;
 pub mod optim;
+pub mod step_wise;
 pub mod trainer;

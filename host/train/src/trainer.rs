@@ -257,8 +257,8 @@ fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
     if t.algorithm.dynamic_sampling.kind.is_some() {
         e.push("trainer.algorithm.dynamic_sampling.type is not supported by this trainer yet; set it to null");
     }
-    if g.step_wise_trajectories {
-        e.push("generator.step_wise_trajectories is not supported yet");
+    if g.step_wise_trajectories && t.algorithm.use_kl_in_reward {
+        e.push("generator.step_wise_trajectories with trainer.algorithm.use_kl_in_reward is not supported (use use_kl_loss)");
     }
     if !g.use_conversation_multi_turn {
         e.push("generator.use_conversation_multi_turn=false is not supported yet");
@@ -711,6 +711,15 @@ impl Trainer {
             )?;
         }
 
+        // Step-wise: one sample per turn; advantages come from last steps.
+        let steps = if g.step_wise_trajectories {
+            let sw = crate::step_wise::expand(&out);
+            out = sw.out;
+            Some((sw.trajectory, sw.is_last))
+        } else {
+            None
+        };
+
         // 2. Tensors, advantages, old / reference logprobs.
         let train_start = Instant::now();
         let device = self.policy.device();
@@ -742,22 +751,36 @@ impl Trainer {
             }
             _ => batch.token_rewards.shallow_clone(),
         };
-        let adv = self.adv_registry.get(&a.advantage_estimator)?.compute(
-            &AdvantageInput {
-                token_level_rewards: &token_rewards,
-                response_mask: &batch.response_mask,
-                group_ids: &group_ids,
-                values: None,
-            },
-            &AdvantageParams::from(a),
-        )?;
-        let advantages = if a.advantage_batch_normalize {
-            crate::algorithms::advantage::normalize_advantages(
-                &adv.advantages,
+        let estimator = self.adv_registry.get(&a.advantage_estimator)?;
+        let adv_params = AdvantageParams::from(a);
+        let adv = match &steps {
+            None => {
+                estimator
+                    .compute(
+                        &AdvantageInput {
+                            token_level_rewards: &token_rewards,
+                            response_mask: &batch.response_mask,
+                            group_ids: &group_ids,
+                            values: None,
+                        },
+                        &adv_params,
+                    )?
+                    .advantages
+            }
+            Some((trajectory, is_last)) => crate::step_wise::advantages(
+                estimator.as_ref(),
+                &adv_params,
+                &token_rewards,
                 &batch.response_mask,
-            )
+                &group_ids,
+                trajectory,
+                is_last,
+            )?,
+        };
+        let advantages = if a.advantage_batch_normalize {
+            crate::algorithms::advantage::normalize_advantages(&adv, &batch.response_mask)
         } else {
-            adv.advantages
+            adv
         };
 
         // 3. Policy updates: mini-batches with gradient accumulation over micro-batches.
@@ -843,6 +866,7 @@ impl Trainer {
 
         let mut m = StepMetrics::new();
         m.insert("epoch".into(), epoch as f64);
+        m.insert("train/samples".into(), out.len() as f64);
         m.insert("async/staleness_mean".into(), mean(&staleness));
         m.insert(
             "async/staleness_max".into(),

@@ -85,6 +85,26 @@ fn multi_turn_masks_logprobs_and_rewards() {
         .unwrap();
     assert_eq!(out.response_ids.len(), 4);
     for i in 0..4 {
+        // Turn spans cover exactly the generated (mask 1) tokens.
+        let mut covered = vec![0.0f32; out.response_ids[i].len()];
+        for &(a, b) in &out.turn_spans[i] {
+            covered[a..b].iter_mut().for_each(|x| *x = 1.0);
+        }
+        assert_eq!(covered, out.loss_masks[i], "trajectory {i}");
+        assert_eq!(out.turn_spans[i].len(), out.num_turns[i]);
+        // Step-wise samples: one per turn, each prompt the context before its turn.
+        let sw = skyrl_train::step_wise::expand(&out);
+        let rows: Vec<usize> = (0..sw.trajectory.len())
+            .filter(|&r| sw.trajectory[r] == i)
+            .collect();
+        assert_eq!(rows.len(), out.num_turns[i].max(1));
+        for (k, &r) in rows.iter().enumerate() {
+            let (a, b) = out.turn_spans[i].get(k).copied().unwrap_or((0, 0));
+            assert_eq!(sw.out.response_ids[r], out.response_ids[i][a..b]);
+            let mut ctx = out.prompt_token_ids[i].clone();
+            ctx.extend_from_slice(&out.response_ids[i][..a]);
+            assert_eq!(sw.out.prompt_token_ids[r], ctx);
+        }
         let n = out.response_ids[i].len();
         assert_eq!(out.loss_masks[i].len(), n);
         assert_eq!(out.rollout_logprobs[i].len(), n);

@@ -329,3 +329,40 @@ fn fully_async_bounds_staleness_and_checkpoints_a_consistent_position() {
     // 16 groups trained; at most 2 batches (8 groups) were ever outstanding.
     assert!((2..=4).contains(&batch), "resume batch {batch}");
 }
+
+#[test]
+fn step_wise_trajectories_train_one_sample_per_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let multi = repo().join("artifacts/plugins/gsm8k_multi_turn.wasm");
+    let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &multi).unwrap();
+    let mut envs = EnvRegistry::default();
+    // The multi-turn env runs on the string_transform prompts: it never sees
+    // a correct `####` answer, so every trajectory takes max_turns turns.
+    envs.insert("string_transform", plugin, json!({}));
+    let cfg = config(
+        dir.path(),
+        &[
+            "generator.step_wise_trajectories=true",
+            "generator.max_turns=2",
+            "generator.max_input_length=200",
+            "trainer.eval_interval=-1",
+            "trainer.ckpt_interval=-1",
+        ],
+    );
+    let mut t = {
+        static INIT: Mutex<()> = Mutex::new(());
+        let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        Trainer::new(cfg, envs).unwrap()
+    };
+    let s = t
+        .run(&TrainOptions {
+            max_steps: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    let m = &s.steps[0];
+    // One sample per turn of the 4 prompts x 4 samples.
+    assert_eq!(m["train/samples"], 16.0 * m["num_turns/mean"], "{m:?}");
+    assert!(m["num_turns/mean"] > 1.0, "{m:?}");
+    assert!(m["loss"].is_finite() && m["grad_norm"].is_finite());
+}
