@@ -177,3 +177,50 @@ fn model_init_writes_a_loadable_model() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(!run.path().join("exports/init_model").exists());
 }
+
+#[test]
+fn reward_rubric_plugins_are_composed_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = format!("string_transform={}", plugin("string_transform").display());
+    let reward = format!("format={}", plugin("format_reward").display());
+    let mut args: Vec<String> = [
+        "train",
+        "--quiet",
+        "--plugin",
+        &env,
+        "--reward",
+        &reward,
+        "--config",
+        "configs/demo.yaml",
+        "--max-steps",
+        "1",
+        "environment.reward_rubric.env_weight=1.0",
+        "environment.reward_rubric.components=[{name: format, weight: 0.5}]",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(tiny(dir.path()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    let metrics = std::fs::read_to_string(dir.path().join("logs/metrics.jsonl")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
+    let (total, env, fmt) = (
+        m["reward/mean"].as_f64().unwrap(),
+        m["reward/env"].as_f64().unwrap(),
+        m["reward/format"].as_f64().unwrap(),
+    );
+    assert!((total - (env + 0.5 * fmt)).abs() < 1e-5, "{m}");
+
+    // A rubric naming a reward that was not passed is a clear error.
+    let mut bad: Vec<&str> = refs.clone();
+    bad.retain(|a| !a.starts_with("format=") && *a != "--reward");
+    let out = skyrl(&bad);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--reward format=PATH"),
+        "{}",
+        text(&out)
+    );
+}

@@ -22,6 +22,7 @@ use tracing::warn;
 use crate::config::GeneratorConfig;
 use crate::dataset::PromptRow;
 use crate::inference::RolloutEngine;
+use crate::rubric::{Rubric, ScoreJob};
 
 /// Stop reason of a trajectory whose environment failed (trap, bad output, ...).
 pub const ENV_ERROR: &str = "env_error";
@@ -31,6 +32,7 @@ pub const ENV_ERROR: &str = "env_error";
 pub struct EnvRegistry {
     plugins: BTreeMap<String, Plugin>,
     configs: BTreeMap<String, Value>,
+    rewards: BTreeMap<String, Plugin>,
 }
 
 impl EnvRegistry {
@@ -38,6 +40,16 @@ impl EnvRegistry {
     pub fn insert(&mut self, env_class: &str, plugin: Plugin, config: Value) {
         self.plugins.insert(env_class.to_string(), plugin);
         self.configs.insert(env_class.to_string(), config);
+    }
+
+    /// Registers a reward plugin under `name` (for `environment.reward_rubric`).
+    pub fn insert_reward(&mut self, name: &str, plugin: Plugin) {
+        self.rewards.insert(name.to_string(), plugin);
+    }
+
+    /// The registered reward plugins.
+    pub fn rewards(&self) -> &BTreeMap<String, Plugin> {
+        &self.rewards
     }
 
     /// The registered env classes.
@@ -105,6 +117,28 @@ pub struct GeneratorOutput {
     pub policy_versions: Vec<u64>,
     /// `[start, end)` of every generated turn in each trajectory's `response_ids`.
     pub turn_spans: Vec<Vec<(usize, usize)>>,
+    /// Means over trajectories of the reward rubric's parts (`env`, each component).
+    pub reward_metrics: BTreeMap<String, f64>,
+}
+
+/// Trajectory-weighted mean of two sets of means over `n` and `m` trajectories.
+fn merge_means(
+    a: &BTreeMap<String, f64>,
+    n: f64,
+    b: &BTreeMap<String, f64>,
+    m: f64,
+) -> BTreeMap<String, f64> {
+    let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for (map, w) in [(a, n), (b, m)] {
+        for (k, v) in map {
+            let e = sums.entry(k.clone()).or_default();
+            e.0 += v * w;
+            e.1 += w;
+        }
+    }
+    sums.into_iter()
+        .map(|(k, (s, w))| (k, s / w.max(1.0)))
+        .collect()
 }
 
 impl GeneratorOutput {
@@ -122,21 +156,8 @@ impl GeneratorOutput {
     /// trajectory-weighted means of both.
     pub fn append(&mut self, other: GeneratorOutput) {
         let (n, m) = (self.len() as f64, other.len() as f64);
-        let mut metrics: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        for (k, v) in &self.env_metrics {
-            let e = metrics.entry(k.clone()).or_default();
-            e.0 += v * n;
-            e.1 += n;
-        }
-        for (k, v) in &other.env_metrics {
-            let e = metrics.entry(k.clone()).or_default();
-            e.0 += v * m;
-            e.1 += m;
-        }
-        self.env_metrics = metrics
-            .into_iter()
-            .map(|(k, (s, w))| (k, s / w.max(1.0)))
-            .collect();
+        self.env_metrics = merge_means(&self.env_metrics, n, &other.env_metrics, m);
+        self.reward_metrics = merge_means(&self.reward_metrics, n, &other.reward_metrics, m);
         self.prompt_token_ids.extend(other.prompt_token_ids);
         self.response_ids.extend(other.response_ids);
         self.rewards.extend(other.rewards);
@@ -271,6 +292,7 @@ where
 /// The rollout generator: an inference engine, a tokenizer and the env plugins.
 pub struct Generator {
     pub envs: EnvRegistry,
+    rubric: Option<Rubric>,
     runtime: tokio::runtime::Runtime,
     /// Numbers calls, to name trajectories (`<call>-<index>`) for sticky routing.
     calls: AtomicU64,
@@ -287,6 +309,7 @@ impl Generator {
             .context("cannot start the tokio runtime for env workers")?;
         Ok(Self {
             envs,
+            rubric: None,
             runtime,
             calls: AtomicU64::new(0),
         })
@@ -302,6 +325,11 @@ impl Generator {
     ) -> Result<GeneratorOutput> {
         self.runtime
             .block_on(self.generate_async(engine, tokenizer, requests, params))
+    }
+
+    /// Composes every trajectory's reward with `rubric`.
+    pub fn set_rubric(&mut self, rubric: Rubric) {
+        self.rubric = Some(rubric);
     }
 
     /// A handle to the generator's runtime (for engine calls outside rollouts).
@@ -573,6 +601,54 @@ impl Generator {
             .into_iter()
             .map(|(k, (s, n))| (k, s / n as f64))
             .collect();
+        if let Some(rubric) = &self.rubric {
+            self.apply_rubric(rubric, &mut out, requests, tokenizer)
+                .await?;
+        }
         Ok(out)
+    }
+
+    /// Scores every trajectory with the rubric's reward plugins (concurrently
+    /// on the blocking pool) and rewrites its rewards.
+    async fn apply_rubric(
+        &self,
+        rubric: &Rubric,
+        out: &mut GeneratorOutput,
+        requests: &[GeneratorRequest],
+        tokenizer: &Tokenizer,
+    ) -> Result<()> {
+        let mut jobs = Vec::with_capacity(out.len());
+        for (i, r) in requests.iter().enumerate() {
+            let generated: Vec<i64> = out.response_ids[i]
+                .iter()
+                .zip(&out.loss_masks[i])
+                .filter(|(_, &m)| m > 0.0)
+                .map(|(&t, _)| t)
+                .collect();
+            jobs.push(ScoreJob {
+                prompt: r.prompt.clone(),
+                response: tokenizer.decode(&generated, true)?,
+                extras: r.extras.clone(),
+            });
+        }
+        let scorer = rubric.clone();
+        let scores = on_blocking_pool(jobs, move |job| scorer.score(&job)).await;
+        let n = out.len().max(1) as f64;
+        let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+        for (i, parts) in scores.iter().enumerate() {
+            let env: f32 = out.rewards[i].iter().sum();
+            *sums.entry("env".into()).or_default() += env as f64;
+            let w = rubric.env_weight() as f32;
+            out.rewards[i].iter_mut().for_each(|x| *x *= w);
+            if let Some(last) = out.rewards[i].last_mut() {
+                *last += rubric.bonus(parts) as f32;
+            }
+            for (name, score, failed) in parts {
+                *sums.entry(name.clone()).or_default() += score;
+                *sums.entry(format!("{name}/errors")).or_default() += f64::from(*failed as u8);
+            }
+        }
+        out.reward_metrics = sums.into_iter().map(|(k, v)| (k, v / n)).collect();
+        Ok(())
     }
 }

@@ -11,5 +11,6 @@ pub mod inference;
 pub mod metrics;
 pub mod model_setup;
 pub mod optim;
+pub mod rubric;
 pub mod step_wise;
 pub mod trainer;

@@ -66,6 +66,7 @@ pub fn expand(out: &GeneratorOutput) -> StepWise {
         }
     }
     sw.out.env_metrics = out.env_metrics.clone();
+    sw.out.reward_metrics = out.reward_metrics.clone();
     sw
 }
 

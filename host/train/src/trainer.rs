@@ -425,7 +425,14 @@ impl Trainer {
         };
         let optimizer =
             crate::optim::AdamW::from_config(named_params(&policy), &t.policy.optimizer_config)?;
-        let generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
+        let rubric = match &cfg.environment.reward_rubric {
+            Some(r) => Some(crate::rubric::Rubric::new(r, envs.rewards())?),
+            None => None,
+        };
+        let mut generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
+        if let Some(r) = rubric {
+            generator.set_rubric(r);
+        }
         let rollout = start_engines(&cfg, &plan.placement, &policy, &policy_dir, opts)?;
         if let Some(client) = rollout.remote_client() {
             let wait = seconds(cfg.generator.inference_engine.engine_startup_timeout_s);
@@ -900,6 +907,9 @@ impl Trainer {
         }
         for (k, v) in &out.env_metrics {
             m.insert(format!("env/{k}"), *v);
+        }
+        for (k, v) in &out.reward_metrics {
+            m.insert(format!("reward/{k}"), *v);
         }
         for (k, v) in &acc {
             m.insert(k.clone(), mean(v));

@@ -10,8 +10,10 @@ use serde_json::{json, Map, Value};
 use skyrl_model::{init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SamplingParams};
 use skyrl_model::{TinySize, Tokenizer};
 use skyrl_runtime::{Message, Plugin, PluginEngine};
+use skyrl_train::config::{RubricComponent, RubricConfig};
 use skyrl_train::generator::{EnvRegistry, Generator, GeneratorRequest, RolloutParams, ENV_ERROR};
 use skyrl_train::inference::RolloutEngine;
+use skyrl_train::rubric::Rubric;
 
 fn plugin(engine: &PluginEngine, name: &str) -> Plugin {
     let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -179,4 +181,90 @@ fn max_input_length_stops_with_length() {
     // Responses are truncated to max_input_length + max_generate_length - prompt.
     assert!(out.response_ids[0].len() <= 6 + 6);
     let _: Value = json!(out.env_metrics);
+}
+
+#[test]
+fn rubric_combines_the_env_reward_with_weighted_components() {
+    let (engine, tok, _, _dir) = setup();
+    let pe = PluginEngine::shared().unwrap();
+    let mut envs = EnvRegistry::default();
+    envs.insert(
+        "gsm8k_multi_turn",
+        plugin(&pe, "gsm8k_multi_turn"),
+        json!({}),
+    );
+    envs.insert_reward("format", plugin(&pe, "format_reward"));
+    envs.insert_reward("correct", plugin(&pe, "gsm8k_reward"));
+    let cfg = RubricConfig {
+        env_weight: 0.5,
+        components: vec![
+            RubricComponent {
+                name: "format".into(),
+                weight: 0.25,
+            },
+            RubricComponent {
+                name: "correct".into(),
+                weight: 2.0,
+            },
+        ],
+    };
+    let rubric = Rubric::new(&cfg, envs.rewards()).unwrap();
+    let plain = Generator::new(envs.clone(), 4).unwrap();
+    let mut scored = Generator::new(envs, 4).unwrap();
+    scored.set_rubric(rubric);
+    let reqs: Vec<_> = (0..6).map(|_| request("gsm8k_multi_turn")).collect();
+    let a = plain
+        .generate(&engine, &tok, &reqs, &params(2, 4000))
+        .unwrap();
+    let b = scored
+        .generate(&engine, &tok, &reqs, &params(2, 4000))
+        .unwrap();
+    assert_eq!(a.response_ids, b.response_ids, "same seeds, same rollouts");
+    let (mut env_sum, mut fmt_sum, mut correct_sum) = (0.0, 0.0, 0.0);
+    for i in 0..reqs.len() {
+        let env: f64 = a.rewards[i].iter().map(|&x| x as f64).sum();
+        let generated: Vec<i64> = a.response_ids[i]
+            .iter()
+            .zip(&a.loss_masks[i])
+            .filter(|(_, &m)| m > 0.0)
+            .map(|(&t, _)| t)
+            .collect();
+        let fmt = format_reward::format_score(&tok.decode(&generated, true).unwrap());
+        let total: f64 = b.rewards[i].iter().map(|&x| x as f64).sum();
+        let correct = (total - 0.5 * env - 0.25 * fmt) / 2.0;
+        assert!(
+            correct.abs() < 1e-5 || (correct - 1.0).abs() < 1e-5,
+            "trajectory {i}: total {total}, env {env}, format {fmt}"
+        );
+        env_sum += env;
+        fmt_sum += fmt;
+        correct_sum += correct.round();
+    }
+    let n = reqs.len() as f64;
+    let m = &b.reward_metrics;
+    assert!((m["env"] - env_sum / n).abs() < 1e-6, "{m:?}");
+    assert!((m["format"] - fmt_sum / n).abs() < 1e-6, "{m:?}");
+    assert!((m["correct"] - correct_sum / n).abs() < 1e-6, "{m:?}");
+    assert_eq!(m["format/errors"], 0.0);
+}
+
+#[test]
+fn rubric_components_must_be_reward_plugins() {
+    let pe = PluginEngine::shared().unwrap();
+    let mut rewards = std::collections::BTreeMap::new();
+    rewards.insert("env_not_reward".to_string(), plugin(&pe, "gsm8k"));
+    let cfg = |name: &str| RubricConfig {
+        env_weight: 1.0,
+        components: vec![RubricComponent {
+            name: name.into(),
+            weight: 1.0,
+        }],
+    };
+    let err = Rubric::new(&cfg("missing"), &rewards).err().unwrap();
+    assert!(
+        format!("{err:#}").contains("--reward missing=PATH"),
+        "{err:#}"
+    );
+    let err = Rubric::new(&cfg("env_not_reward"), &rewards).err().unwrap();
+    assert!(format!("{err:#}").contains("cannot score"), "{err:#}");
 }

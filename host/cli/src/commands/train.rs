@@ -18,6 +18,10 @@ pub struct TrainArgs {
     /// `oci://host/ns/name:1.2.0` (also `:^1.2`, `@sha256:...`). Repeatable.
     #[arg(long = "plugin", required = true)]
     plugins: Vec<String>,
+    /// Reward plugin for `environment.reward_rubric`: `NAME=SOURCE` (a .wasm
+    /// path or an `oci://` reference). Repeatable.
+    #[arg(long = "reward")]
+    rewards: Vec<String>,
     #[command(flatten)]
     lock: LockArgs,
     /// YAML config (see docs/config.md).
@@ -75,6 +79,23 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             .cloned()
             .unwrap_or_else(|| serde_json::json!({}));
         envs.insert(&class, plugin, env_cfg);
+    }
+    let reward_specs: Vec<(&str, &str)> = args
+        .rewards
+        .iter()
+        .map(|spec| match parse_plugin(spec) {
+            (Some(name), source) => Ok((name, source)),
+            (None, _) => Err(anyhow::anyhow!(
+                "--reward `{spec}` must be NAME=SOURCE (the name used in environment.reward_rubric)"
+            )),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let reward_sources: Vec<&str> = reward_specs.iter().map(|(_, s)| *s).collect();
+    let reward_files = resolve_plugin_files(&reward_sources, &args.lock)?;
+    for ((name, source), path) in reward_specs.iter().zip(&reward_files) {
+        let plugin = Plugin::load(&engine, path)
+            .with_context(|| format!("cannot load reward plugin {source}"))?;
+        envs.insert_reward(name, plugin);
     }
     let summary = train(
         cfg,

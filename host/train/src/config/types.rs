@@ -724,6 +724,8 @@ pub struct EnvironmentConfig {
     /// Default env class for rows whose dataset `env_class` is empty.
     pub env_class: String,
     pub skyrl_gym: SkyrlGymConfig,
+    /// Extra reward plugins composed with the env's reward (null = env reward only).
+    pub reward_rubric: Option<RubricConfig>,
 }
 
 impl Default for EnvironmentConfig {
@@ -731,8 +733,35 @@ impl Default for EnvironmentConfig {
         Self {
             env_class: "gsm8k".into(),
             skyrl_gym: SkyrlGymConfig::default(),
+            reward_rubric: None,
         }
     }
+}
+
+/// `environment.reward_rubric`: reward = `env_weight` x env reward + the
+/// weighted sum of the components' scores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RubricConfig {
+    pub env_weight: f64,
+    pub components: Vec<RubricComponent>,
+}
+
+impl Default for RubricConfig {
+    fn default() -> Self {
+        Self {
+            env_weight: 1.0,
+            components: Vec::new(),
+        }
+    }
+}
+
+/// One rubric component: a reward plugin (`skyrl train --reward NAME=PATH`) and its weight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricComponent {
+    pub name: String,
+    pub weight: f64,
 }
 
 /// `environment.skyrl_gym.*`: worker count plus one free-form JSON object per env
