@@ -12,7 +12,12 @@ use wit_parser::Resolve;
 
 /// WIT package directory, relative to this crate.
 const WIT_DIR: &str = "../../wit";
-const WORLDS: [&str; 3] = ["environment-plugin", "tool-plugin", "reward-plugin"];
+const WORLDS: [&str; 4] = [
+    "environment-plugin",
+    "tool-plugin",
+    "reward-plugin",
+    "generator-plugin",
+];
 
 fn main() {
     let manifest_dir =

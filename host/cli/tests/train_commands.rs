@@ -224,3 +224,40 @@ fn reward_rubric_plugins_are_composed_and_reported() {
         text(&out)
     );
 }
+
+#[test]
+fn a_generator_plugin_drives_the_rollouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = format!("string_transform={}", plugin("string_transform").display());
+    let generator = plugin("best_of_n").display().to_string();
+    let mut args: Vec<String> = [
+        "train",
+        "--quiet",
+        "--plugin",
+        &env,
+        "--generator",
+        &generator,
+        "--config",
+        "configs/demo.yaml",
+        "--max-steps",
+        "1",
+        "generator.custom_generator.config={n: 3}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(tiny(dir.path()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("trained steps 0..1"), "{}", text(&out));
+
+    // An env plugin passed as --generator is refused with a clear message.
+    let mut bad = refs.clone();
+    let wrong = plugin("gsm8k").display().to_string();
+    let at = bad.iter().position(|a| *a == generator).unwrap();
+    bad[at] = &wrong;
+    let out = skyrl(&bad);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("not a generator"), "{}", text(&out));
+}

@@ -32,4 +32,16 @@ pub mod reward_world {
     });
 }
 
+pub mod generator_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "generator-plugin",
+        with: {
+            "skyrl:plugin/types": super::env_world::skyrl::plugin::types,
+            "skyrl:plugin/host": super::env_world::skyrl::plugin::host,
+            "skyrl:plugin/envs.env-handle": crate::generator::EnvHandle,
+        },
+    });
+}
+
 pub use env_world::skyrl::plugin::{host, types};

@@ -158,6 +158,10 @@ fn build_linker(engine: &Engine) -> Result<Linker<HostState>> {
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(link_err)?;
     EnvironmentPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
         .map_err(link_err)?;
+    // Generator plugins also import `llm` and `envs`.
+    use crate::bindings::generator_world::skyrl::plugin::{envs, llm};
+    llm::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(link_err)?;
+    envs::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(link_err)?;
     Ok(linker)
 }
 

@@ -1,6 +1,6 @@
 //! Sandboxed WebAssembly plugin host for skyrl.
 //!
-//! Environments, tools and reward functions are WebAssembly components that
+//! Environments, tools, reward functions and rollout generators are WebAssembly components that
 //! implement the `skyrl:plugin@0.1` WIT worlds (see `wit/plugin.wit`). This
 //! crate loads them into a shared [`PluginEngine`], caches compiled code on
 //! disk, and runs every instance inside its own sandbox: a memory cap, a fuel
@@ -15,6 +15,7 @@ mod cache;
 mod engine;
 mod env;
 mod error;
+mod generator;
 mod limits;
 mod metadata;
 mod plugin;
@@ -28,6 +29,10 @@ pub use cache::{CacheOutcome, ComponentCache};
 pub use engine::{EngineOptions, PluginEngine};
 pub use env::{EnvInstance, InitOutput, StepOutput};
 pub use error::{GuestErrorKind, PluginError, Result};
+pub use generator::{
+    EnvHandle, GeneratedTrajectory, GeneratorHost, GeneratorInstance, GeneratorPrompt,
+    LlmCompletion, LlmParams,
+};
 pub use limits::{ReadOnlyDir, SandboxLimits, SandboxPolicy};
 pub use metadata::{PluginInfo, PluginKind, PluginMetadata, World};
 pub use plugin::Plugin;

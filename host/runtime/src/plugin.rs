@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use crate::bindings::env_world::EnvironmentPluginPre;
+use crate::bindings::generator_world::GeneratorPluginPre;
 use crate::bindings::reward_world::RewardPluginPre;
 use crate::bindings::tool_world::ToolPluginPre;
 use crate::bindings::types;
@@ -39,6 +40,7 @@ pub(crate) struct WorldPres {
     pub(crate) env: Option<EnvironmentPluginPre<HostState>>,
     pub(crate) tool: Option<ToolPluginPre<HostState>>,
     pub(crate) reward: Option<RewardPluginPre<HostState>>,
+    pub(crate) generator: Option<GeneratorPluginPre<HostState>>,
 }
 
 impl Plugin {
@@ -170,6 +172,10 @@ fn link(
             .then(|| RewardPluginPre::new(pre.clone()))
             .transpose()
             .map_err(link_err)?,
+        generator: has(World::GeneratorPlugin)
+            .then(|| GeneratorPluginPre::new(pre.clone()))
+            .transpose()
+            .map_err(link_err)?,
     })
 }
 
@@ -191,17 +197,15 @@ fn read_info(
     } else if let Some(pre) = &pres.reward {
         let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
         sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?
+    } else if let Some(pre) = &pres.generator {
+        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?
     } else {
-        let supported = metadata::detect_worlds(exports);
-        let reason = if supported.contains(&World::GeneratorPlugin) {
-            "generator plugins are not supported by this host version yet".to_string()
-        } else {
-            format!(
-                "it exports none of skyrl:plugin/{{environment,tool,reward}}@{} (exports: {})",
-                metadata::VERSION_LINE,
-                exports.join(", ")
-            )
-        };
+        let reason = format!(
+            "it exports none of skyrl:plugin/{{environment,tool,reward,generator}}@{} (exports: {})",
+            metadata::VERSION_LINE,
+            exports.join(", ")
+        );
         return Err(PluginError::Link {
             plugin: origin.to_string(),
             reason,

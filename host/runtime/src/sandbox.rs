@@ -125,6 +125,16 @@ impl Sandbox {
         }
     }
 
+    /// A guest result that breaks the interface's rules (lengths, counts).
+    pub(crate) fn invalid_output(&self, call: &str, problem: String) -> PluginError {
+        PluginError::Guest {
+            plugin: self.plugin.clone(),
+            call: call.to_string(),
+            kind: GuestErrorKind::Failed,
+            message: format!("invalid output: {problem}"),
+        }
+    }
+
     /// Parse a JSON value the guest returned.
     pub(crate) fn parse_json(&self, call: &str, text: &str) -> Result<serde_json::Value> {
         if text.trim().is_empty() {

@@ -9,6 +9,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use crate::bindings::host::{self, LogLevel};
 use crate::bindings::types;
 use crate::error::{PluginError, Result};
+use crate::generator::GeneratorHost;
 use crate::limits::SandboxPolicy;
 use crate::stdio::{Stream, TracingOutput};
 use crate::tool::ToolRouter;
@@ -44,10 +45,12 @@ impl ResourceLimiter for MemoryLimiter {
 /// Everything one plugin instance's store holds.
 pub(crate) struct HostState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     plugin: Arc<str>,
     tools: Option<Arc<ToolRouter>>,
+    /// The trainer side of `llm`/`envs` (generator plugins only).
+    pub(crate) generator_host: Option<Arc<dyn GeneratorHost>>,
 }
 
 impl HostState {
@@ -84,6 +87,7 @@ impl HostState {
             },
             plugin: plugin.into(),
             tools,
+            generator_host: None,
         })
     }
 }

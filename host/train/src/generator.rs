@@ -20,6 +20,7 @@ use skyrl_runtime::{EnvInstance, Message, Plugin};
 use tracing::warn;
 
 use crate::config::GeneratorConfig;
+use crate::custom_generator::CustomGenerator;
 use crate::dataset::PromptRow;
 use crate::inference::RolloutEngine;
 use crate::rubric::{Rubric, ScoreJob};
@@ -33,6 +34,7 @@ pub struct EnvRegistry {
     plugins: BTreeMap<String, Plugin>,
     configs: BTreeMap<String, Value>,
     rewards: BTreeMap<String, Plugin>,
+    generator: Option<Plugin>,
 }
 
 impl EnvRegistry {
@@ -47,6 +49,16 @@ impl EnvRegistry {
         self.rewards.insert(name.to_string(), plugin);
     }
 
+    /// Registers the rollout generator plugin (`skyrl train --generator`).
+    pub fn set_generator(&mut self, plugin: Plugin) {
+        self.generator = Some(plugin);
+    }
+
+    /// The registered generator plugin, if any.
+    pub fn generator(&self) -> Option<&Plugin> {
+        self.generator.as_ref()
+    }
+
     /// The registered reward plugins.
     pub fn rewards(&self) -> &BTreeMap<String, Plugin> {
         &self.rewards
@@ -57,7 +69,8 @@ impl EnvRegistry {
         self.plugins.keys().cloned().collect()
     }
 
-    fn get(&self, env_class: &str) -> Result<(&Plugin, Value)> {
+    /// The plugin and env config of `env_class`.
+    pub fn get(&self, env_class: &str) -> Result<(&Plugin, Value)> {
         let plugin = self.plugins.get(env_class).with_context(|| {
             format!(
                 "no plugin for env class `{env_class}` (registered: {:?}); pass --plugin {env_class}=PATH",
@@ -293,6 +306,7 @@ where
 pub struct Generator {
     pub envs: EnvRegistry,
     rubric: Option<Rubric>,
+    custom: Option<CustomGenerator>,
     runtime: tokio::runtime::Runtime,
     /// Numbers calls, to name trajectories (`<call>-<index>`) for sticky routing.
     calls: AtomicU64,
@@ -310,6 +324,7 @@ impl Generator {
         Ok(Self {
             envs,
             rubric: None,
+            custom: None,
             runtime,
             calls: AtomicU64::new(0),
         })
@@ -325,6 +340,11 @@ impl Generator {
     ) -> Result<GeneratorOutput> {
         self.runtime
             .block_on(self.generate_async(engine, tokenizer, requests, params))
+    }
+
+    /// Generates rollouts with a generator plugin instead of the built-in loop.
+    pub fn set_custom(&mut self, custom: CustomGenerator) {
+        self.custom = Some(custom);
     }
 
     /// Composes every trajectory's reward with `rubric`.
@@ -392,6 +412,15 @@ impl Generator {
         requests: &[GeneratorRequest],
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
+        if let Some(custom) = &self.custom {
+            let mut out = custom.generate(&self.envs, requests, params).await?;
+            if let Some(rubric) = &self.rubric {
+                self.apply_rubric(rubric, &mut out, requests, tokenizer)
+                    .await?;
+            }
+            return Ok(out);
+        }
+        let _ = call;
         // Create + init every env on the blocking pool.
         let mut jobs = Vec::with_capacity(requests.len());
         for r in requests {

@@ -5,6 +5,7 @@
 pub mod algorithms;
 pub mod checkpoint;
 pub mod config;
+pub mod custom_generator;
 pub mod dataset;
 pub mod generator;
 pub mod inference;

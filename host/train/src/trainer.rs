@@ -433,7 +433,24 @@ impl Trainer {
         if let Some(r) = rubric {
             generator.set_rubric(r);
         }
-        let rollout = start_engines(&cfg, &plan.placement, &policy, &policy_dir, opts)?;
+        let rollout = Arc::new(start_engines(
+            &cfg,
+            &plan.placement,
+            &policy,
+            &policy_dir,
+            opts,
+        )?);
+        let tokenizer = Arc::new(tokenizer);
+        if let Some(plugin) = generator.envs.generator().cloned() {
+            let c = &cfg.generator.custom_generator;
+            generator.set_custom(crate::custom_generator::CustomGenerator::new(
+                plugin,
+                c.config.clone(),
+                c.timeout_s,
+                rollout.clone(),
+                tokenizer.clone(),
+            )?);
+        }
         if let Some(client) = rollout.remote_client() {
             let wait = seconds(cfg.generator.inference_engine.engine_startup_timeout_s);
             generator.runtime().block_on(client.wait_ready(wait))?;
@@ -452,9 +469,9 @@ impl Trainer {
             cfg,
             policy,
             reference,
-            rollout: Arc::new(rollout),
+            rollout,
             weight_sync,
-            tokenizer: Arc::new(tokenizer),
+            tokenizer,
             batches_taken: 0,
             trained_pos: DataPosition::default(),
             optimizer,

@@ -366,3 +366,76 @@ fn step_wise_trajectories_train_one_sample_per_turn() {
     assert!(m["num_turns/mean"] > 1.0, "{m:?}");
     assert!(m["loss"].is_finite() && m["grad_norm"].is_finite());
 }
+
+fn with_generator(envs: &mut EnvRegistry, name: &str) {
+    let wasm = repo().join(format!("artifacts/plugins/{name}.wasm"));
+    let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).unwrap();
+    envs.set_generator(plugin);
+}
+
+fn one_step(cfg: SkyrlConfig, envs: EnvRegistry) -> skyrl_train::trainer::RunSummary {
+    static INIT: Mutex<()> = Mutex::new(());
+    let mut t = {
+        let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        Trainer::new(cfg, envs).unwrap()
+    };
+    t.run(&TrainOptions {
+        max_steps: Some(1),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn best_of_n_generator_plugin_beats_single_samples() {
+    let extra = [
+        "trainer.eval_interval=-1",
+        "trainer.ckpt_interval=-1",
+        "generator.custom_generator.config={n: 8}",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let plain = one_step(config(dir.path(), &extra), envs());
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = envs();
+    with_generator(&mut e, "best_of_n");
+    let best = one_step(config(dir.path(), &extra), e);
+    let (p, b) = (&plain.steps[0], &best.steps[0]);
+    // Each of the 16 trajectories is the best of 8 partial-credit samples.
+    assert!(
+        b["reward/mean"] > p["reward/mean"],
+        "best-of-8 {} vs single {}",
+        b["reward/mean"],
+        p["reward/mean"]
+    );
+    assert!(b["loss"].is_finite() && b["grad_norm"] > 0.0, "{b:?}");
+    assert_eq!(b["num_turns/mean"], 1.0);
+}
+
+#[test]
+fn tree_search_generator_plugin_runs_multi_turn_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let multi = repo().join("artifacts/plugins/gsm8k_multi_turn.wasm");
+    let mut e = EnvRegistry::default();
+    e.insert(
+        "string_transform",
+        Plugin::load(&PluginEngine::shared().unwrap(), &multi).unwrap(),
+        json!({}),
+    );
+    with_generator(&mut e, "tree_search");
+    let cfg = config(
+        dir.path(),
+        &[
+            "trainer.eval_interval=-1",
+            "trainer.ckpt_interval=-1",
+            "generator.max_turns=2",
+            "generator.max_input_length=200",
+            "generator.custom_generator.config={width: 2, branch: 2}",
+        ],
+    );
+    let s = one_step(cfg, e);
+    let m = &s.steps[0];
+    // The multi-turn env never finishes early here, so every beam takes both
+    // turns, with the observation between them masked out.
+    assert_eq!(m["num_turns/mean"], 2.0, "{m:?}");
+    assert!(m["loss"].is_finite() && m["grad_norm"] > 0.0, "{m:?}");
+}

@@ -21,6 +21,9 @@ wit_bindgen::generate!({
             export skyrl:plugin/environment@0.1.0;
             export skyrl:plugin/tool@0.1.0;
             export skyrl:plugin/reward@0.1.0;
+            import skyrl:plugin/llm@0.1.0;
+            import skyrl:plugin/envs@0.1.0;
+            export skyrl:plugin/generator@0.1.0;
         }
     ",
     path: "../../wit",

@@ -10,6 +10,7 @@
 //! | environment | [`Environment`] | [`export_env!`]      | `environment-plugin` |
 //! | tool        | [`Tool`]        | [`export_tool!`]     | `tool-plugin`        |
 //! | reward      | [`Reward`]      | [`export_reward!`]   | `reward-plugin`      |
+//! | generator   | [`Generator`]   | [`export_generator!`] | `generator-plugin`  |
 //!
 //! ```ignore
 //! use skyrl_sdk::{Environment, Extras, Result, StepOutput};
@@ -41,6 +42,7 @@ pub mod bindings;
 mod env;
 mod error;
 mod extras;
+pub mod generator;
 #[cfg(feature = "gsm8k")]
 pub mod gsm8k;
 mod host;
@@ -53,6 +55,7 @@ mod tool;
 pub use env::{EnvResource, Environment, StepOutput};
 pub use error::{Error, Result};
 pub use extras::{parse_config, Extras};
+pub use generator::{generate_with, Env, EnvStep, Generator, Prompt, Sampling, Trajectory};
 pub use host::{call_tool, log};
 pub use info::{PluginInfo, PluginKind};
 pub use message::Message;
@@ -81,5 +84,10 @@ pub mod __rt {
         REWARD_WORLD_LEN,
         REWARD_WORLD,
         "reward-plugin.component-type"
+    );
+    world_type!(
+        GENERATOR_WORLD_LEN,
+        GENERATOR_WORLD,
+        "generator-plugin.component-type"
     );
 }

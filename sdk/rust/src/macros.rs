@@ -103,6 +103,37 @@ macro_rules! export_reward {
     };
 }
 
+/// Exports a [`Generator`](crate::Generator) type as the plugin's
+/// `generator-plugin` world.
+#[macro_export]
+macro_rules! export_generator {
+    ($ty:ty, name = $name:expr, version = $version:expr, description = $description:expr $(,)?) => {
+        const _: () = {
+            struct __SkyrlGeneratorPlugin;
+            impl $crate::bindings::exports::skyrl::plugin::plugin::Guest for __SkyrlGeneratorPlugin {
+                fn info() -> $crate::PluginInfo {
+                    $crate::PluginInfo::new($crate::PluginKind::Generator, $name, $version, $description, &[])
+                }
+            }
+            impl $crate::bindings::exports::skyrl::plugin::generator::Guest for __SkyrlGeneratorPlugin {
+                fn generate(
+                    prompts: ::std::vec::Vec<$crate::bindings::exports::skyrl::plugin::generator::GeneratorPrompt>,
+                    sampling_json: ::std::string::String,
+                ) -> ::std::result::Result<
+                    ::std::vec::Vec<$crate::bindings::exports::skyrl::plugin::generator::Trajectory>,
+                    $crate::bindings::skyrl::plugin::types::PluginError,
+                > {
+                    $crate::generate_with::<$ty>(prompts, &sampling_json)
+                }
+            }
+            $crate::__export_world!(__SkyrlGeneratorPlugin, GENERATOR_WORLD, GENERATOR_WORLD_LEN,
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.0:generator-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_0_cabi,
+                generator, __export_skyrl_plugin_generator_0_1_0_cabi);
+        };
+    };
+}
+
 /// Emits the exported functions of the given interfaces and the world's
 /// component-type custom section. Internal to the export macros.
 ///

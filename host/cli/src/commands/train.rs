@@ -22,6 +22,10 @@ pub struct TrainArgs {
     /// path or an `oci://` reference). Repeatable.
     #[arg(long = "reward")]
     rewards: Vec<String>,
+    /// Rollout generator plugin (the `generator-plugin` world) replacing the
+    /// built-in multi-turn loop; its options go in generator.custom_generator.config.
+    #[arg(long)]
+    generator: Option<String>,
     #[command(flatten)]
     lock: LockArgs,
     /// YAML config (see docs/config.md).
@@ -96,6 +100,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         let plugin = Plugin::load(&engine, path)
             .with_context(|| format!("cannot load reward plugin {source}"))?;
         envs.insert_reward(name, plugin);
+    }
+    if let Some(source) = &args.generator {
+        let path = resolve_plugin_files(&[source.as_str()], &args.lock)?.remove(0);
+        let plugin = Plugin::load(&engine, &path)
+            .with_context(|| format!("cannot load generator plugin {source}"))?;
+        envs.set_generator(plugin);
     }
     let summary = train(
         cfg,

@@ -573,6 +573,27 @@ pub struct GeneratorConfig {
     pub zero_reward_on_non_stop: bool,
     pub apply_overlong_filtering: bool,
     pub step_wise_trajectories: bool,
+    /// Settings of the generator plugin passed with `skyrl train --generator`.
+    pub custom_generator: CustomGeneratorConfig,
+}
+
+/// `generator.custom_generator.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CustomGeneratorConfig {
+    /// Free-form options handed to the plugin (`sampling.config`).
+    pub config: Json,
+    /// Limit for one `generate` call of the plugin, in seconds.
+    pub timeout_s: f64,
+}
+
+impl Default for CustomGeneratorConfig {
+    fn default() -> Self {
+        Self {
+            config: Json::Object(Default::default()),
+            timeout_s: 600.0,
+        }
+    }
 }
 
 impl Default for GeneratorConfig {
@@ -593,6 +614,7 @@ impl Default for GeneratorConfig {
             zero_reward_on_non_stop: false,
             apply_overlong_filtering: false,
             step_wise_trajectories: false,
+            custom_generator: CustomGeneratorConfig::default(),
         }
     }
 }
