@@ -29,6 +29,16 @@ fn skyrl(args: &[&str]) -> Output {
         .expect("running skyrl")
 }
 
+/// Asserts that `out` failed and says `needle`.
+fn assert_fails_with(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected a failure: {}", text(out));
+    assert!(
+        text(out).contains(needle),
+        "expected `{needle}` in: {}",
+        text(out)
+    );
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -131,12 +141,7 @@ fn missing_plugin_names_the_build_script() {
         "--config",
         "configs/demo.yaml",
     ]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out).contains("scripts/build-plugins"),
-        "{}",
-        text(&out)
-    );
+    assert_fails_with(&out, "scripts/build-plugins");
 }
 
 #[test]
@@ -178,29 +183,33 @@ fn model_init_writes_a_loadable_model() {
     assert!(!run.path().join("exports/init_model").exists());
 }
 
+/// `skyrl train` of one step on the demo config with string_transform,
+/// `extra` arguments (flags and overrides) and the tiny overrides under `dir`.
+fn one_step_args(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let env = format!("string_transform={}", plugin("string_transform").display());
+    let mut args: Vec<String> = ["train", "--quiet", "--plugin", &env]
+        .iter()
+        .chain(extra)
+        .chain(&["--config", "configs/demo.yaml", "--max-steps", "1"])
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(tiny(dir));
+    args
+}
+
 #[test]
 fn reward_rubric_plugins_are_composed_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let env = format!("string_transform={}", plugin("string_transform").display());
     let reward = format!("format={}", plugin("format_reward").display());
-    let mut args: Vec<String> = [
-        "train",
-        "--quiet",
-        "--plugin",
-        &env,
-        "--reward",
-        &reward,
-        "--config",
-        "configs/demo.yaml",
-        "--max-steps",
-        "1",
-        "environment.reward_rubric.env_weight=1.0",
-        "environment.reward_rubric.components=[{name: format, weight: 0.5}]",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(tiny(dir.path()));
+    let args = one_step_args(
+        dir.path(),
+        &[
+            "--reward",
+            &reward,
+            "environment.reward_rubric.env_weight=1.0",
+            "environment.reward_rubric.components=[{name: format, weight: 0.5}]",
+        ],
+    );
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = skyrl(&refs);
     assert!(out.status.success(), "{}", text(&out));
@@ -217,36 +226,21 @@ fn reward_rubric_plugins_are_composed_and_reported() {
     let mut bad: Vec<&str> = refs.clone();
     bad.retain(|a| !a.starts_with("format=") && *a != "--reward");
     let out = skyrl(&bad);
-    assert!(!out.status.success());
-    assert!(
-        text(&out).contains("--reward format=PATH"),
-        "{}",
-        text(&out)
-    );
+    assert_fails_with(&out, "--reward format=PATH");
 }
 
 #[test]
 fn a_generator_plugin_drives_the_rollouts() {
     let dir = tempfile::tempdir().unwrap();
-    let env = format!("string_transform={}", plugin("string_transform").display());
     let generator = plugin("best_of_n").display().to_string();
-    let mut args: Vec<String> = [
-        "train",
-        "--quiet",
-        "--plugin",
-        &env,
-        "--generator",
-        &generator,
-        "--config",
-        "configs/demo.yaml",
-        "--max-steps",
-        "1",
-        "generator.custom_generator.config={n: 3}",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(tiny(dir.path()));
+    let args = one_step_args(
+        dir.path(),
+        &[
+            "--generator",
+            &generator,
+            "generator.custom_generator.config={n: 3}",
+        ],
+    );
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = skyrl(&refs);
     assert!(out.status.success(), "{}", text(&out));
@@ -258,6 +252,5 @@ fn a_generator_plugin_drives_the_rollouts() {
     let at = bad.iter().position(|a| *a == generator).unwrap();
     bad[at] = &wrong;
     let out = skyrl(&bad);
-    assert!(!out.status.success());
-    assert!(text(&out).contains("not a generator"), "{}", text(&out));
+    assert_fails_with(&out, "not a generator");
 }

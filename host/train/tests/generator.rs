@@ -185,14 +185,9 @@ fn max_input_length_stops_with_length() {
 
 #[test]
 fn rubric_combines_the_env_reward_with_weighted_components() {
-    let (engine, tok, _, _dir) = setup();
+    let (engine, tok, base, _dir) = setup();
     let pe = PluginEngine::shared().unwrap();
-    let mut envs = EnvRegistry::default();
-    envs.insert(
-        "gsm8k_multi_turn",
-        plugin(&pe, "gsm8k_multi_turn"),
-        json!({}),
-    );
+    let mut envs = base.envs.clone();
     envs.insert_reward("format", plugin(&pe, "format_reward"));
     envs.insert_reward("correct", plugin(&pe, "gsm8k_reward"));
     let cfg = RubricConfig {
