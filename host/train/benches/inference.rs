@@ -131,13 +131,13 @@ fn run(size_name: &str, size: TinySize) {
     let handle = rt.handle().clone();
     let mut colocated = WeightSync::new(WeightSyncBackend::Colocated, tmp.path().join("c"));
     let t_copy = time(|| {
-        colocated.sync(&policy, &tok, &local, &handle).unwrap();
+        colocated.sync(&policy, &tok, &local, 1, &handle).unwrap();
     });
     let sync_time = |engines: &RolloutEngine, sub: &str| {
         let mut s = WeightSync::new(WeightSyncBackend::Checkpoint, tmp.path().join(sub));
         let mut bytes = 0;
         let t = time(|| {
-            bytes = s.sync(&policy, &tok, engines, &handle).unwrap().bytes;
+            bytes = s.sync(&policy, &tok, engines, 1, &handle).unwrap().bytes;
         });
         (t, bytes)
     };

@@ -95,6 +95,8 @@ fn run(mode: &str) -> Outcome {
 fn main() {
     // One torch thread per thread: the rollout worker and the trainer can each use a core.
     tch::set_num_threads(1);
+    // Warm-up (plugin compile cache, first torch kernels), not reported.
+    run("sync");
     let modes = ["sync", "one_step_off", "fully_async"];
     let outcomes: Vec<Outcome> = modes.iter().map(|m| run(m)).collect();
     println!();

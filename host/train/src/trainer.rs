@@ -533,9 +533,14 @@ impl Trainer {
         let rt = self.generator.runtime();
         let report = self
             .weight_sync
-            .sync(&self.policy, &self.tokenizer, &self.rollout, &rt)
+            .sync(
+                &self.policy,
+                &self.tokenizer,
+                &self.rollout,
+                self.global_step,
+                &rt,
+            )
             .context("weight sync to the inference engines failed")?;
-        self.rollout.set_version(self.global_step);
         Ok(report)
     }
 

@@ -3,6 +3,7 @@
 //! processes the trainer starts itself), plus how trained weights reach them.
 
 pub mod launcher;
+pub mod local;
 pub mod nccl;
 pub mod placement;
 pub mod remote;
@@ -14,15 +15,16 @@ use anyhow::Result;
 use skyrl_model::{Completion, InferenceEngine, SampleStream, SamplingParams};
 
 use launcher::LocalServers;
+use local::LocalEngine;
 use remote::RemoteEngines;
 
 /// The engine(s) behind a [`RolloutEngine`].
 // A trainer holds exactly one, so the variants' size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum EngineBackend {
-    /// In this process, sharing the trainer's device. The mutex serialises
-    /// generation turns with weight syncs (a sync lands between turns).
-    Local(tokio::sync::Mutex<InferenceEngine>),
+    /// In this process, sharing the trainer's device; concurrent requests are
+    /// decoded together and weight syncs land between batches.
+    Local(LocalEngine),
     /// OpenAI-compatible servers; `servers` holds the processes this trainer
     /// started (disaggregated local placement), `None` for external urls.
     Remote {
@@ -43,7 +45,7 @@ pub struct RolloutEngine {
 impl RolloutEngine {
     /// The in-process engine.
     pub fn local(engine: InferenceEngine) -> Self {
-        Self::with_backend(EngineBackend::Local(tokio::sync::Mutex::new(engine)))
+        Self::with_backend(EngineBackend::Local(LocalEngine::new(engine)))
     }
 
     /// Remote servers (and the processes serving them, when this trainer started them).
@@ -86,12 +88,9 @@ impl RolloutEngine {
     ) -> Result<(Vec<Completion>, u64)> {
         match &self.backend {
             EngineBackend::Local(engine) => {
-                let engine = engine.lock().await;
-                let version = self.version();
-                Ok((
-                    engine.generate_with_streams(prompts, streams, params)?,
-                    version,
-                ))
+                engine
+                    .generate(prompts, streams, params, &self.version)
+                    .await
             }
             EngineBackend::Remote { client, .. } => {
                 let version = self.version();

@@ -42,19 +42,22 @@ impl WeightSync {
         }
     }
 
-    /// Makes `engine` serve `policy`'s current weights.
+    /// Makes `engine` serve `policy`'s current weights, as policy `version`.
     pub fn sync(
         &mut self,
         policy: &CausalLm,
         tokenizer: &Tokenizer,
         engine: &RolloutEngine,
+        version: u64,
         rt: &Handle,
     ) -> Result<SyncReport> {
         let start = Instant::now();
         let mut report = match (self, engine.backend()) {
             (WeightSync::Colocated, EngineBackend::Local(e)) => {
-                // Waits for the current generation turn, if any, to finish.
-                e.blocking_lock().model_mut().copy_weights_from(policy)?;
+                // Waits for the current batch, if any; the version changes with the weights.
+                let mut guard = e.blocking_lock();
+                guard.model_mut().copy_weights_from(policy)?;
+                engine.set_version(version);
                 SyncReport::default()
             }
             (WeightSync::Checkpoint(c), EngineBackend::Remote { client, .. }) => {
@@ -69,6 +72,9 @@ impl WeightSync {
             }
             _ => bail!("this weight sync backend does not fit the engine placement"),
         };
+        // Remote servers may already serve the new weights: the recorded
+        // version stays a lower bound until here.
+        engine.set_version(version);
         report.seconds = start.elapsed().as_secs_f64();
         Ok(report)
     }
