@@ -95,6 +95,37 @@ impl InferenceEngine {
     }
 }
 
+/// One request of a coalesced batch: its prompts and their sampling streams.
+pub type BatchRequest<'a> = (&'a [Vec<i64>], &'a [SampleStream]);
+
+impl InferenceEngine {
+    /// Decodes several requests (same settings) as one batch and returns each
+    /// request's completions, in order. If the batch fails, every request
+    /// runs alone, so one bad request fails by itself.
+    pub fn generate_coalesced(
+        &self,
+        requests: &[BatchRequest<'_>],
+        params: &SamplingParams,
+    ) -> Vec<Result<Vec<Completion>>> {
+        let prompts: Vec<Vec<i64>> = requests.iter().flat_map(|r| r.0.to_vec()).collect();
+        let streams: Vec<SampleStream> = requests.iter().flat_map(|r| r.1.to_vec()).collect();
+        match self.generate_with_streams(&prompts, &streams, params) {
+            Ok(all) => {
+                let mut all = all.into_iter();
+                requests
+                    .iter()
+                    .map(|r| Ok(all.by_ref().take(r.0.len()).collect()))
+                    .collect()
+            }
+            Err(e) if requests.len() == 1 => vec![Err(e)],
+            Err(_) => requests
+                .iter()
+                .map(|r| self.generate_with_streams(r.0, r.1, params))
+                .collect(),
+        }
+    }
+}
+
 /// The random stream one prompt samples from: ChaCha8 seeded by `seed`, stream `index`.
 ///
 /// A prompt's completion depends only on its stream, not on which other prompts

@@ -33,7 +33,7 @@ use std::path::Path;
 
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use config::{Arch, ModelConfig, TokenIds};
-pub use engine::{generate, generate_with_streams, InferenceEngine, SampleStream};
+pub use engine::{generate, generate_with_streams, BatchRequest, InferenceEngine, SampleStream};
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, LoadOptions, LogprobOptions, TokenLogprobs};
 pub use sampling::{Completion, LogprobMode, SamplingParams, StopMatch, StopReason};

@@ -63,6 +63,17 @@ impl Default for SamplingParams {
 }
 
 impl SamplingParams {
+    /// Whether requests with these settings and `other`'s can share one decode
+    /// batch: they may differ only in `seed` (per-prompt seeds live in the
+    /// [`SampleStream`](crate::SampleStream)s).
+    pub fn batches_with(&self, other: &SamplingParams) -> bool {
+        let unseeded = |p: &SamplingParams| SamplingParams {
+            seed: None,
+            ..p.clone()
+        };
+        unseeded(self) == unseeded(other)
+    }
+
     /// Greedy decoding of at most `max_tokens` tokens.
     pub fn greedy(max_tokens: usize) -> Self {
         SamplingParams {

@@ -151,7 +151,7 @@ pub(crate) fn to_wit(message: &Message) -> types::Message {
     }
 }
 
-fn from_wit(message: types::Message) -> Message {
+pub(crate) fn from_wit(message: types::Message) -> Message {
     Message {
         role: message.role,
         content: message.content,

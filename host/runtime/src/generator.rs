@@ -13,7 +13,7 @@ use wasmtime::component::Resource;
 use crate::bindings::generator_world::skyrl::plugin::{envs, llm};
 use crate::bindings::generator_world::{exports, GeneratorPlugin};
 use crate::bindings::types;
-use crate::env::{to_wit, EnvInstance};
+use crate::env::{from_wit, to_wit, EnvInstance};
 use crate::error::Result;
 use crate::metadata::World;
 use crate::plugin::Plugin;
@@ -168,13 +168,6 @@ impl GeneratorInstance {
             });
         }
         Ok(trajectories)
-    }
-}
-
-fn from_wit(m: types::Message) -> Message {
-    Message {
-        role: m.role,
-        content: m.content,
     }
 }
 

@@ -71,6 +71,17 @@ pub fn kind_of(name: &str) -> Result<Kind, NcclError> {
     }
 }
 
+/// The CUDA index of `device`, where `what` (e.g. "the engine") lives;
+/// an error naming `what` and `hint` when it is not a CUDA device.
+pub fn cuda_index(device: tch::Device, what: &str, hint: &str) -> Result<usize, NcclError> {
+    match device {
+        tch::Device::Cuda(i) => Ok(i),
+        other => Err(err(format!(
+            "{what} is on {other:?}; NCCL needs CUDA{hint}"
+        ))),
+    }
+}
+
 /// Hex text of a unique id.
 pub fn encode_unique_id(id: &[u8; UNIQUE_ID_BYTES]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()

@@ -169,16 +169,6 @@ async fn update_from_disk(
     Ok(Json(json!({"success": true, "weight_version": version})))
 }
 
-/// The CUDA device index of the engine, for NCCL.
-fn cuda_index(engine: &skyrl_model::InferenceEngine) -> Result<usize, String> {
-    match engine.model().device() {
-        tch::Device::Cuda(i) => Ok(i),
-        other => Err(format!(
-            "nccl weight sync: the engine runs on {other:?}; NCCL needs a CUDA engine"
-        )),
-    }
-}
-
 async fn init_group(
     State(s): State<AppState>,
     Json(req): Json<InitGroupRequest>,
@@ -189,7 +179,8 @@ async fn init_group(
     // Joining blocks until every rank joins; run it where weights live.
     ask(&s, |reply| EngineCommand::WithEngine {
         job: Box::new(move |engine| {
-            let device = cuda_index(engine)?;
+            let device = nccl::cuda_index(engine.model().device(), "the engine", "")
+                .map_err(|e| e.to_string())?;
             let group = NcclGroup::join(&id, req.rank, req.world_size, device)
                 .map_err(|e| e.to_string())?;
             *slot.lock().expect("nccl lock") = Some(group);

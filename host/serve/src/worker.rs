@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use skyrl_model::{
-    CausalLm, Completion, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
+    BatchRequest, CausalLm, Completion, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
 };
 use tokio::sync::oneshot;
 
@@ -124,14 +124,6 @@ struct WorkerState {
     window: Duration,
 }
 
-/// Sampling settings with the seed cleared (seeds live in the streams).
-fn batch_key(params: &SamplingParams) -> SamplingParams {
-    SamplingParams {
-        seed: None,
-        ..params.clone()
-    }
-}
-
 impl WorkerState {
     fn paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
@@ -193,8 +185,7 @@ impl WorkerState {
     /// Collects generation requests with the same settings that are already
     /// held or arrive within the window, up to the engine's batch size; the
     /// first other command ends the batch and runs next.
-    fn gather(&mut self, first: Pending, params: &SamplingParams) -> Vec<Pending> {
-        let key = batch_key(params);
+    fn gather(&mut self, first: Pending, key: &SamplingParams) -> Vec<Pending> {
         let limit = self.engine.max_batch();
         let mut size = first.prompts.len();
         let mut batch = vec![first];
@@ -216,7 +207,7 @@ impl WorkerState {
                     streams,
                     params,
                     reply,
-                } if batch_key(&params) == key && size + prompts.len() <= limit => {
+                } if params.batches_with(key) && size + prompts.len() <= limit => {
                     size += prompts.len();
                     batch.push(Pending {
                         prompts,
@@ -234,37 +225,16 @@ impl WorkerState {
     }
 
     fn generate(&mut self, batch: Vec<Pending>, params: &SamplingParams) {
-        let prompts: Vec<Vec<i64>> = batch.iter().flat_map(|p| p.prompts.clone()).collect();
-        let streams: Vec<SampleStream> = batch.iter().flat_map(|p| p.streams.clone()).collect();
         let version = self.version.load(Ordering::SeqCst);
-        match self
-            .engine
-            .generate_with_streams(&prompts, &streams, params)
-        {
-            Ok(all) => {
-                let mut all = all.into_iter();
-                for p in batch {
-                    let mine: Vec<Completion> = all.by_ref().take(p.prompts.len()).collect();
-                    let _ = p.reply.send(Ok((mine, version)));
-                }
-            }
-            Err(_) if batch.len() > 1 => {
-                // One bad request must not fail its neighbours: run each alone.
-                for p in batch {
-                    let out = self
-                        .engine
-                        .generate_with_streams(&p.prompts, &p.streams, params)
-                        .map(|c| (c, version))
-                        .map_err(|e| e.to_string());
-                    let _ = p.reply.send(out);
-                }
-            }
-            Err(e) => {
-                let _ = batch
-                    .into_iter()
-                    .next()
-                    .map(|p| p.reply.send(Err(e.to_string())));
-            }
+        let requests: Vec<BatchRequest<'_>> = batch
+            .iter()
+            .map(|p| (p.prompts.as_slice(), p.streams.as_slice()))
+            .collect();
+        let outs = self.engine.generate_coalesced(&requests, params);
+        for (p, out) in batch.into_iter().zip(outs) {
+            let _ = p
+                .reply
+                .send(out.map(|c| (c, version)).map_err(|e| e.to_string()));
         }
     }
 

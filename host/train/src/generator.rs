@@ -258,7 +258,8 @@ impl Trajectory {
     }
 }
 
-fn to_chat(messages: &[Message]) -> Vec<ChatMessage> {
+/// Plugin messages as chat-template messages.
+pub(crate) fn to_chat(messages: &[Message]) -> Vec<ChatMessage> {
     messages
         .iter()
         .map(|m| ChatMessage::new(m.role.clone(), m.content.clone()))
@@ -397,14 +398,24 @@ impl Generator {
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
-        let out = self
-            .generate_call(call, engine, tokenizer, requests, params)
-            .await;
+        let out = match &self.custom {
+            Some(custom) => custom.generate(call, &self.envs, requests, params).await,
+            None => {
+                self.agent_loop(call, engine, tokenizer, requests, params)
+                    .await
+            }
+        };
         engine.end_sessions(&format!("{call}-"));
-        out
+        let mut out = out?;
+        if let Some(rubric) = &self.rubric {
+            self.apply_rubric(rubric, &mut out, requests, tokenizer)
+                .await?;
+        }
+        Ok(out)
     }
 
-    async fn generate_call(
+    /// The built-in multi-turn loop (see the module docs).
+    async fn agent_loop(
         &self,
         call: u64,
         engine: &RolloutEngine,
@@ -412,15 +423,6 @@ impl Generator {
         requests: &[GeneratorRequest],
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
-        if let Some(custom) = &self.custom {
-            let mut out = custom.generate(&self.envs, requests, params).await?;
-            if let Some(rubric) = &self.rubric {
-                self.apply_rubric(rubric, &mut out, requests, tokenizer)
-                    .await?;
-            }
-            return Ok(out);
-        }
-        let _ = call;
         // Create + init every env on the blocking pool.
         let mut jobs = Vec::with_capacity(requests.len());
         for r in requests {
@@ -630,10 +632,6 @@ impl Generator {
             .into_iter()
             .map(|(k, (s, n))| (k, s / n as f64))
             .collect();
-        if let Some(rubric) = &self.rubric {
-            self.apply_rubric(rubric, &mut out, requests, tokenizer)
-                .await?;
-        }
         Ok(out)
     }
 

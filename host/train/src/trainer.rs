@@ -207,7 +207,8 @@ fn mean(xs: &[f64]) -> f64 {
     }
 }
 
-fn named_params(model: &CausalLm) -> Vec<(String, Tensor)> {
+/// The model's parameters sorted by name.
+pub(crate) fn named_params(model: &CausalLm) -> Vec<(String, Tensor)> {
     let mut v: Vec<(String, Tensor)> = model.var_store().variables().into_iter().collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
@@ -488,8 +489,9 @@ impl Trainer {
         trainer.maybe_resume()?;
         trainer.trained_pos = trainer.sampler.position();
         trainer.batches_taken = trainer.global_step;
-        if trainer.rollout.remote_client().is_some() {
-            // Separate engines may serve other weights: start them on the policy's.
+        // A resumed policy, or separate engines (which may serve other
+        // weights), need the policy's weights before the first rollout.
+        if trainer.resumed_from.is_some() || trainer.rollout.remote_client().is_some() {
             trainer.sync_weights()?;
         }
         Ok(trainer)
@@ -520,9 +522,6 @@ impl Trainer {
                 KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value = v,
             }
         }
-        if self.rollout.remote_client().is_none() {
-            self.sync_weights()?;
-        }
         info!(dir = %dir.display(), step = self.global_step, "resumed");
         self.resumed_from = Some(dir);
         Ok(())
@@ -531,8 +530,7 @@ impl Trainer {
     /// Makes the inference engines serve the policy's current weights.
     fn sync_weights(&mut self) -> Result<SyncReport> {
         let rt = self.generator.runtime();
-        let report = self
-            .weight_sync
+        self.weight_sync
             .sync(
                 &self.policy,
                 &self.tokenizer,
@@ -540,8 +538,7 @@ impl Trainer {
                 self.global_step,
                 &rt,
             )
-            .context("weight sync to the inference engines failed")?;
-        Ok(report)
+            .context("weight sync to the inference engines failed")
     }
 
     /// The engines rollouts are sampled from.
@@ -695,13 +692,12 @@ impl Trainer {
     fn train_on(&mut self, rollout: Rollout) -> Result<StepMetrics> {
         let step_start = Instant::now();
         let Rollout {
-            out,
+            mut out,
             group_ids,
             epoch,
             gen_secs,
             wait_secs,
         } = rollout;
-        let mut out = out;
         let cfg = self.cfg.clone();
         let t = &cfg.trainer;
         let g = &cfg.generator;

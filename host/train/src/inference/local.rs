@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
-use skyrl_model::{Completion, InferenceEngine, SampleStream, SamplingParams};
+use skyrl_model::{BatchRequest, Completion, InferenceEngine, SampleStream, SamplingParams};
 use tokio::sync::oneshot;
 
 /// One request waiting for the engine.
@@ -24,13 +24,6 @@ pub struct LocalEngine {
     engine: tokio::sync::Mutex<InferenceEngine>,
     pending: Mutex<Vec<Pending>>,
     batches: AtomicU64,
-}
-
-fn batch_key(p: &SamplingParams) -> SamplingParams {
-    SamplingParams {
-        seed: None,
-        ..p.clone()
-    }
 }
 
 impl LocalEngine {
@@ -85,34 +78,24 @@ impl LocalEngine {
     }
 }
 
-/// Decodes `queued`, one batch per distinct sampling setting; a failing batch
-/// is retried request by request so one bad request fails alone.
+/// Decodes `queued`, one batch per distinct sampling setting (see
+/// [`InferenceEngine::generate_coalesced`]).
 fn serve(engine: &InferenceEngine, mut queued: Vec<Pending>, version: u64) {
     while !queued.is_empty() {
-        let key = batch_key(&queued[0].params);
+        let key = queued[0].params.clone();
         let (batch, rest): (Vec<Pending>, Vec<Pending>) = queued
             .into_iter()
-            .partition(|p| batch_key(&p.params) == key);
+            .partition(|p| p.params.batches_with(&key));
         queued = rest;
-        let prompts: Vec<Vec<i64>> = batch.iter().flat_map(|p| p.prompts.clone()).collect();
-        let streams: Vec<SampleStream> = batch.iter().flat_map(|p| p.streams.clone()).collect();
-        match engine.generate_with_streams(&prompts, &streams, &key) {
-            Ok(all) => {
-                let mut all = all.into_iter();
-                for p in batch {
-                    let mine = all.by_ref().take(p.prompts.len()).collect();
-                    let _ = p.reply.send(Ok((mine, version)));
-                }
-            }
-            Err(_) => {
-                for p in batch {
-                    let out = engine
-                        .generate_with_streams(&p.prompts, &p.streams, &p.params)
-                        .map(|c| (c, version))
-                        .map_err(|e| e.to_string());
-                    let _ = p.reply.send(out);
-                }
-            }
+        let requests: Vec<BatchRequest<'_>> = batch
+            .iter()
+            .map(|p| (p.prompts.as_slice(), p.streams.as_slice()))
+            .collect();
+        let outs = engine.generate_coalesced(&requests, &key);
+        for (p, out) in batch.into_iter().zip(outs) {
+            let _ = p
+                .reply
+                .send(out.map(|c| (c, version)).map_err(|e| e.to_string()));
         }
     }
 }

@@ -77,8 +77,9 @@ impl RolloutEngine {
 
     /// One completion per prompt; prompt `i` samples from `streams[i]` and
     /// belongs to trajectory `sessions[i]` (remote engines keep a trajectory
-    /// on one server). Also returns the policy version at the start of the call
-    /// (a lower bound for remote engines, which may be updated mid-call).
+    /// on one server). Also returns the policy version that produced them: read
+    /// under the engine lock locally; for remote engines, read at the start of
+    /// the call (a lower bound, as servers may be updated mid-call).
     pub async fn generate(
         &self,
         prompts: &[Vec<i64>],

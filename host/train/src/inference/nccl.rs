@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::json;
 use skyrl_model::CausalLm;
 use skyrl_serve::nccl::{self, NcclGroup};
@@ -18,33 +18,23 @@ pub struct NcclSender {
     group: Arc<Mutex<NcclGroup>>,
 }
 
-fn cuda_index(policy: &CausalLm) -> Result<usize> {
-    match policy.device() {
-        tch::Device::Cuda(i) => Ok(i),
-        other => bail!(
-            "nccl weight sync: the policy is on {other:?}; NCCL needs CUDA \
-             (use generator.inference_engine.weight_sync_backend=checkpoint)"
-        ),
-    }
-}
-
 /// Parameters in a fixed (name) order, contiguous.
 fn ordered_params(policy: &CausalLm) -> Vec<(String, Tensor)> {
-    let mut v: Vec<(String, Tensor)> = policy
-        .var_store()
-        .variables()
+    crate::trainer::named_params(policy)
         .into_iter()
         .map(|(n, t)| (n, t.detach().contiguous()))
-        .collect();
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
+        .collect()
 }
 
 impl NcclSender {
     /// Creates the group: rank 0 here, rank `1 + i` for server `i`.
     pub async fn connect(client: &RemoteEngines, policy: &CausalLm) -> Result<Self> {
         nccl::check_available()?;
-        let device = cuda_index(policy)?;
+        let device = nccl::cuda_index(
+            policy.device(),
+            "the policy",
+            " (use generator.inference_engine.weight_sync_backend=checkpoint)",
+        )?;
         let id = nccl::new_unique_id()?;
         let world = 1 + client.len() as i32;
         let hex = nccl::encode_unique_id(&id);

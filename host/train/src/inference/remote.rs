@@ -421,10 +421,7 @@ impl RemoteEngines {
             return Err(Attempt::Retry(format!("{status}: {}", short(&text))));
         }
         if !status.is_success() {
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| short(&text));
+            let message = error_message(&text);
             return Err(Attempt::Fatal(RemoteError::Rejected {
                 url,
                 status: status.as_u16(),
@@ -506,10 +503,7 @@ impl RemoteEngines {
                 let status = resp.status();
                 let text = resp.text().await.unwrap_or_default();
                 if !status.is_success() {
-                    let message = serde_json::from_str::<Value>(&text)
-                        .ok()
-                        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                        .unwrap_or_else(|| short(&text));
+                    let message = error_message(&text);
                     return Err(RemoteError::Rejected {
                         url,
                         status: status.as_u16(),
@@ -585,6 +579,14 @@ fn describe(err: &reqwest::Error) -> String {
     } else {
         err.to_string()
     }
+}
+
+/// The OpenAI-style `error.message` of an error body, else the (shortened) body.
+fn error_message(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| short(text))
 }
 
 fn short(text: &str) -> String {
