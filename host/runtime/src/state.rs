@@ -125,4 +125,19 @@ impl host::Host for HostState {
         };
         router.call(&name, &args_json).map_err(|e| e.to_string())
     }
+
+    fn call_tool_timeout(
+        &mut self,
+        name: String,
+        args_json: String,
+        timeout_ms: u32,
+    ) -> std::result::Result<String, String> {
+        let Some(router) = &self.tools else {
+            return Err(format!("no tools are available to plugin {}", self.plugin));
+        };
+        let timeout = std::time::Duration::from_millis(u64::from(timeout_ms));
+        router
+            .call_with_timeout(&name, &args_json, Some(timeout))
+            .map_err(|e| e.to_string())
+    }
 }

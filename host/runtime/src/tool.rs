@@ -1,7 +1,7 @@
 //! Tool plugins and the router that serves `host.call-tool`.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::bindings::tool_world::ToolPlugin;
 use crate::error::{PluginError, Result};
@@ -69,17 +69,16 @@ impl ToolInstance {
 }
 
 /// Routes tool calls by name to the plugin that provides the tool. Tool
-/// names are unique across plugins. A tool instance that traps is replaced
-/// by a fresh one on the next call.
+/// names are unique across plugins.
+///
+/// Every call runs in a fresh instance of the tool's plugin, so one call
+/// (untrusted code, say) cannot leave state behind for the next, and calls
+/// from concurrent episodes run in parallel. Instantiation is cheap: the
+/// component is pre-linked and its memory image is mapped copy-on-write.
 pub struct ToolRouter {
-    providers: Vec<Provider>,
+    providers: Vec<Plugin>,
     by_name: BTreeMap<String, usize>,
     specs: Vec<ToolSpec>,
-}
-
-struct Provider {
-    plugin: Plugin,
-    instance: Mutex<Option<ToolInstance>>,
 }
 
 impl ToolRouter {
@@ -105,10 +104,7 @@ impl ToolRouter {
                     .insert(spec.name.clone(), router.providers.len());
                 router.specs.push(spec);
             }
-            router.providers.push(Provider {
-                plugin,
-                instance: Mutex::new(Some(instance)),
-            });
+            router.providers.push(plugin);
         }
         Ok(router)
     }
@@ -123,22 +119,32 @@ impl ToolRouter {
         &self.specs
     }
 
-    /// Call a tool by name.
+    /// Call a tool by name under its plugin's sandbox limits.
     pub fn call(&self, name: &str, args_json: &str) -> Result<String> {
+        self.call_with_timeout(name, args_json, None)
+    }
+
+    /// Call a tool by name; `timeout` tightens the plugin's own per-call
+    /// deadline (it never extends it).
+    pub fn call_with_timeout(
+        &self,
+        name: &str,
+        args_json: &str,
+        timeout: Option<Duration>,
+    ) -> Result<String> {
         let index = *self
             .by_name
             .get(name)
             .ok_or_else(|| PluginError::UnknownTool(name.to_string()))?;
-        let provider = &self.providers[index];
-        let mut slot = provider.instance.lock().expect("tool lock");
-        let instance = match slot.as_mut() {
-            Some(instance) => instance,
-            None => slot.insert(provider.plugin.create_tool()?),
-        };
-        let result = instance.call(name, args_json);
-        if result.as_ref().is_err_and(|e| e.is_trap()) {
-            *slot = None;
+        let mut plugin = self.providers[index].clone();
+        if let Some(timeout) = timeout {
+            let mut limits = plugin.limits().clone();
+            let ms = u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            limits.call_timeout_ms = limits.call_timeout_ms.min(ms);
+            plugin = plugin.with_limits(limits);
         }
-        result
+        plugin.create_tool()?.call(name, args_json)
     }
 }

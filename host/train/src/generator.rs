@@ -542,6 +542,7 @@ impl Generator {
                 (env, out, metrics)
             })
             .await;
+            let mut finished = Vec::new();
             for ((&i, (env, out, metrics)), reason) in active.iter().zip(results).zip(gen_reasons) {
                 let t = &mut trajs[i];
                 let step = match out {
@@ -565,10 +566,7 @@ impl Generator {
                         None => None,
                     };
                     t.stop_reason = Some(reason);
-                    let mut env = env;
-                    if let Err(e) = env.close() {
-                        warn!("env close failed: {e}");
-                    }
+                    finished.push(env);
                     continue;
                 }
                 let obs = observation_ids(tokenizer, &step.observations)?;
@@ -578,6 +576,14 @@ impl Generator {
                 t.rewards.extend(std::iter::repeat_n(0.0, obs.len()));
                 t.env = Some(env);
             }
+            // Guest code runs off the async threads: WASI host calls (files,
+            // clocks) block on tokio and must not run inside a worker.
+            on_blocking_pool(finished, |mut env| {
+                if let Err(e) = env.close() {
+                    warn!("env close failed: {e}");
+                }
+            })
+            .await;
         }
 
         let max_total = params.max_input_length + params.sampling.max_tokens;

@@ -13,5 +13,6 @@ pub mod metrics;
 pub mod model_setup;
 pub mod optim;
 pub mod rubric;
+pub mod sandbox;
 pub mod step_wise;
 pub mod trainer;

@@ -64,3 +64,27 @@ pub fn call_tool(name: &str, args_json: &str) -> Result<String, String> {
         ))
     }
 }
+
+/// Like [`call_tool`], but the call must finish within `timeout` (the tool's
+/// own sandbox deadline still applies when it is shorter). A call past the
+/// deadline returns an error naming the timeout.
+pub fn call_tool_with_timeout(
+    name: &str,
+    args_json: &str,
+    timeout: std::time::Duration,
+) -> Result<String, String> {
+    let ms = u32::try_from(timeout.as_millis())
+        .unwrap_or(u32::MAX)
+        .max(1);
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::bindings::skyrl::plugin::host::call_tool_timeout(name, args_json, ms)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = (args_json, ms);
+        Err(format!(
+            "cannot call tool `{name}`: not running inside a skyrl wasm host"
+        ))
+    }
+}

@@ -1,7 +1,7 @@
 //! # skyrl-sdk: write skyrl plugins in Rust
 //!
 //! skyrl runs environments, tools and reward functions as sandboxed
-//! WebAssembly components implementing the `skyrl:plugin@0.1.0` WIT package
+//! WebAssembly components implementing the `skyrl:plugin@0.1.1` WIT package
 //! (`wit/plugin.wit`). This crate hides the generated bindings behind three
 //! small traits and one export macro per plugin kind:
 //!
@@ -39,6 +39,8 @@
 extern crate self as skyrl_sdk;
 
 pub mod bindings;
+#[cfg(feature = "code")]
+pub mod code;
 mod env;
 mod error;
 mod extras;
@@ -56,7 +58,7 @@ pub use env::{EnvResource, Environment, StepOutput};
 pub use error::{Error, Result};
 pub use extras::{parse_config, Extras};
 pub use generator::{generate_with, Env, EnvStep, Generator, Prompt, Sampling, Trajectory};
-pub use host::{call_tool, log};
+pub use host::{call_tool, call_tool_with_timeout, log};
 pub use info::{PluginInfo, PluginKind};
 pub use message::Message;
 pub use reward::{score_with, Reward};

@@ -24,9 +24,9 @@ macro_rules! export_env {
                 type Env = $crate::EnvResource<$ty>;
             }
             $crate::__export_world!(__SkyrlEnvPlugin, ENV_WORLD, ENV_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.0:environment-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_0_cabi,
-                environment, __export_skyrl_plugin_environment_0_1_0_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:environment-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
+                environment, __export_skyrl_plugin_environment_0_1_1_cabi);
         };
     };
 }
@@ -60,9 +60,9 @@ macro_rules! export_tool {
                 }
             }
             $crate::__export_world!(__SkyrlToolPlugin, TOOL_WORLD, TOOL_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.0:tool-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_0_cabi,
-                tool, __export_skyrl_plugin_tool_0_1_0_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:tool-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
+                tool, __export_skyrl_plugin_tool_0_1_1_cabi);
         };
     };
 }
@@ -96,9 +96,9 @@ macro_rules! export_reward {
                 }
             }
             $crate::__export_world!(__SkyrlRewardPlugin, REWARD_WORLD, REWARD_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.0:reward-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_0_cabi,
-                reward, __export_skyrl_plugin_reward_0_1_0_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:reward-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
+                reward, __export_skyrl_plugin_reward_0_1_1_cabi);
         };
     };
 }
@@ -127,9 +127,9 @@ macro_rules! export_generator {
                 }
             }
             $crate::__export_world!(__SkyrlGeneratorPlugin, GENERATOR_WORLD, GENERATOR_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.0:generator-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_0_cabi,
-                generator, __export_skyrl_plugin_generator_0_1_0_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:generator-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
+                generator, __export_skyrl_plugin_generator_0_1_1_cabi);
         };
     };
 }
@@ -138,7 +138,7 @@ macro_rules! export_generator {
 /// component-type custom section. Internal to the export macros.
 ///
 /// Only on wasm: native builds (unit tests of a plugin's `rlib`) cannot link
-/// symbols named like `skyrl:plugin/environment@0.1.0#[method]env.step`.
+/// symbols named like `skyrl:plugin/environment@0.1.1#[method]env.step`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_world {

@@ -1,5 +1,6 @@
 //! One module per `skyrl` subcommand.
 
+pub mod build;
 pub mod env;
 pub mod model;
 pub mod plugin;

@@ -13,6 +13,15 @@ use crate::plugin_source::{resolve_plugin_files, LockArgs};
 
 #[derive(Subcommand)]
 pub enum PluginCommand {
+    /// Build a plugin folder into a component. The language is detected
+    /// (Cargo.toml: Rust; plugin.py: Python) or set in skyrl-plugin.toml.
+    Build {
+        /// The plugin folder.
+        dir: PathBuf,
+        /// Output .wasm (default: DIR/<folder name>.wasm).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Print a plugin's metadata (name, version, kind, worlds, imports, exports) as JSON.
     Inspect {
         /// A component file or `oci://` reference.
@@ -64,6 +73,11 @@ pub enum PluginCommand {
 
 pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
     match cmd {
+        PluginCommand::Build { dir, output } => {
+            let path = super::build::build(&dir, output.as_deref())?;
+            println!("{}", path.display());
+            Ok(())
+        }
         PluginCommand::Inspect { source, lock } => {
             let file = resolve_plugin_files(&[source.as_str()], &lock)?.remove(0);
             let plugin = Plugin::load(&PluginEngine::shared()?, &file)?;

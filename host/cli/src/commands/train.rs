@@ -1,12 +1,14 @@
 //! `skyrl train`: GRPO/PPO training with environment plugins.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use skyrl_runtime::{Plugin, PluginEngine};
+use skyrl_runtime::{Plugin, PluginEngine, ToolRouter};
 use skyrl_train::config::load_config;
 use skyrl_train::generator::EnvRegistry;
+use skyrl_train::sandbox::{wire_tools, SandboxSettings};
 use skyrl_train::trainer::{train, TrainOptions};
 
 use crate::plugin_source::{resolve_plugin_files, LockArgs};
@@ -26,6 +28,11 @@ pub struct TrainArgs {
     /// built-in multi-turn loop; its options go in generator.custom_generator.config.
     #[arg(long)]
     generator: Option<String>,
+    /// Tool plugin whose tools the env, reward and generator plugins may call
+    /// (e.g. plugins/python for sandboxed code execution); a .wasm path or an
+    /// `oci://` reference. Repeatable.
+    #[arg(long = "tool")]
+    tools: Vec<String>,
     #[command(flatten)]
     lock: LockArgs,
     /// YAML config (see docs/config.md).
@@ -67,14 +74,31 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     }
     let cfg = load_config(config.as_deref(), &overrides)?;
     let engine = PluginEngine::shared()?;
+    let mut sandbox = SandboxSettings::new(&cfg.environment.sandbox);
+    let load = |source: &str, path: &std::path::Path, what: &str| {
+        Plugin::load(&engine, path).with_context(|| format!("cannot load {what} plugin {source}"))
+    };
+
+    let tool_files = resolve_plugin_files(
+        &args.tools.iter().map(String::as_str).collect::<Vec<_>>(),
+        &args.lock,
+    )?;
+    let mut tool_plugins = Vec::new();
+    for (source, path) in args.tools.iter().zip(&tool_files) {
+        let plugin = load(source, path, "tool")?;
+        let name = plugin.name().to_string();
+        tool_plugins.push(sandbox.apply(plugin, &[&name])?);
+    }
+    let tools = Arc::new(ToolRouter::new(tool_plugins)?);
     let mut envs = EnvRegistry::default();
     let parsed: Vec<_> = args.plugins.iter().map(|s| parse_plugin(s)).collect();
     let sources: Vec<&str> = parsed.iter().map(|(_, source)| *source).collect();
     let files = resolve_plugin_files(&sources, &args.lock)?;
     for ((name, source), path) in parsed.iter().zip(&files) {
         let class = name.unwrap_or(&cfg.environment.env_class).to_string();
-        let plugin =
-            Plugin::load(&engine, path).with_context(|| format!("cannot load plugin {source}"))?;
+        let plugin = load(source, path, "environment")?;
+        let plugin_name = plugin.name().to_string();
+        let plugin = wire_tools(sandbox.apply(plugin, &[&class, &plugin_name])?, &tools)?;
         let env_cfg = cfg
             .environment
             .skyrl_gym
@@ -97,16 +121,19 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let reward_sources: Vec<&str> = reward_specs.iter().map(|(_, s)| *s).collect();
     let reward_files = resolve_plugin_files(&reward_sources, &args.lock)?;
     for ((name, source), path) in reward_specs.iter().zip(&reward_files) {
-        let plugin = Plugin::load(&engine, path)
-            .with_context(|| format!("cannot load reward plugin {source}"))?;
+        let plugin = load(source, path, "reward")?;
+        let plugin_name = plugin.name().to_string();
+        let plugin = wire_tools(sandbox.apply(plugin, &[name, &plugin_name])?, &tools)?;
         envs.insert_reward(name, plugin);
     }
     if let Some(source) = &args.generator {
         let path = resolve_plugin_files(&[source.as_str()], &args.lock)?.remove(0);
-        let plugin = Plugin::load(&engine, &path)
-            .with_context(|| format!("cannot load generator plugin {source}"))?;
+        let plugin = load(source, &path, "generator")?;
+        let plugin_name = plugin.name().to_string();
+        let plugin = wire_tools(sandbox.apply(plugin, &[&plugin_name])?, &tools)?;
         envs.set_generator(plugin);
     }
+    sandbox.check_all_used()?;
     let summary = train(
         cfg,
         envs,

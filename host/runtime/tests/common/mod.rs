@@ -51,3 +51,18 @@ pub fn tight_limits() -> SandboxLimits {
 pub fn load(engine: &PluginEngine, name: &str) -> Plugin {
     Plugin::load(engine, &plugin_path(name)).unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
+
+/// One engine per test binary with a cache that outlives the run, for the
+/// large (CPython) components that take seconds to compile.
+pub fn shared_engine() -> &'static PluginEngine {
+    static ENGINE: std::sync::OnceLock<PluginEngine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| {
+        PluginEngine::new(EngineOptions {
+            limits: SandboxLimits::default(),
+            pooling: true,
+            pool_size: 64,
+            cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache")),
+        })
+        .expect("engine")
+    })
+}

@@ -748,6 +748,34 @@ pub struct EnvironmentConfig {
     pub skyrl_gym: SkyrlGymConfig,
     /// Extra reward plugins composed with the env's reward (null = env reward only).
     pub reward_rubric: Option<RubricConfig>,
+    /// Sandbox grants and limits per plugin, keyed by plugin name or env
+    /// class (`environment.sandbox.<name>.*`).
+    pub sandbox: BTreeMap<String, PluginSandboxConfig>,
+}
+
+/// `environment.sandbox.<name>`: what one plugin's sandbox may read and how
+/// much it may use; unset limits keep the engine defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginSandboxConfig {
+    /// Host directories the plugin sees read-only.
+    pub read_only_dirs: Vec<DirGrant>,
+    /// Linear memory cap per instance, bytes.
+    pub memory_bytes: Option<usize>,
+    /// Wall-clock deadline per call, milliseconds.
+    pub call_timeout_ms: Option<u64>,
+    /// Fuel (about one per wasm instruction) per call.
+    pub fuel_per_call: Option<u64>,
+}
+
+/// One read-only directory grant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirGrant {
+    /// Directory on the host (`~` and paths relative to the working directory allowed).
+    pub host: String,
+    /// Where the plugin sees it, e.g. `/data`.
+    pub guest: String,
 }
 
 impl Default for EnvironmentConfig {
@@ -756,6 +784,7 @@ impl Default for EnvironmentConfig {
             env_class: "gsm8k".into(),
             skyrl_gym: SkyrlGymConfig::default(),
             reward_rubric: None,
+            sandbox: BTreeMap::new(),
         }
     }
 }

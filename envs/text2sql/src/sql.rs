@@ -1,0 +1,228 @@
+//! Read-only SQLite execution with a time limit, and the observation text
+//! of an exploratory query.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use skyrl_sdk::{Error, Result};
+
+use crate::table;
+
+/// Observations longer than this many characters show only the first
+/// [`TRUNCATED_ROWS`] rows.
+pub const MAX_OBSERVATION_CHARS: usize = 9000;
+/// Rows shown when an observation is truncated.
+pub const TRUNCATED_ROWS: usize = 50;
+/// Rows an exploratory query reads at most ([`Overflow::Truncate`]). Any
+/// result with more rows renders longer than [`MAX_OBSERVATION_CHARS`] (one
+/// line per row), so its observation is truncated either way and the rest
+/// need not be read.
+pub const OBSERVATION_ROW_LIMIT: usize = MAX_OBSERVATION_CHARS + 1;
+/// Rows a query run for the reward reads at most; a larger result counts as
+/// a failed query (bounds the sandbox's memory).
+pub const REWARD_ROW_LIMIT: usize = 100_000;
+/// The error of a statement that would write (SQLite's `SQLITE_READONLY`
+/// message).
+pub const READ_ONLY_MESSAGE: &str = "attempt to write a readonly database";
+/// Connection settings applied at open and again before every query:
+/// temporary tables and sorter spills stay in memory (the sandbox has no
+/// writable directory for SQLite's temp files), and no statement may write.
+const SESSION_PRAGMAS: &str = "PRAGMA temp_store = MEMORY; PRAGMA query_only = ON";
+/// SQLite virtual machine instructions between two timeout checks.
+const PROGRESS_OPS: i32 = 1000;
+
+/// A query's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rows {
+    /// The result's column names.
+    pub columns: Vec<String>,
+    /// The rows in the order SQLite returned them.
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Why a query produced no rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlError {
+    /// It ran longer than its time limit.
+    Timeout,
+    /// It returned more rows than allowed.
+    TooManyRows,
+    /// SQLite rejected it; the message as Python's `str(e)` would read.
+    Sqlite(String),
+}
+
+/// Opens `path` read-only: as an `immutable=1` URI (SQLite then takes no
+/// locks, which WASI lacks, and never writes), with `SQLITE_OPEN_READ_ONLY`,
+/// and with `PRAGMA query_only=ON` (and `temp_store=MEMORY`). Fails with
+/// [`Error::InvalidConfig`] naming the path when the file is missing or is
+/// not a database.
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(Error::config(format!(
+            "database file not found: {}",
+            path.display()
+        )));
+    }
+    let uri = format!("file:{}?immutable=1", uri_path(&path.to_string_lossy()));
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let bad =
+        |e: rusqlite::Error| Error::config(format!("cannot open database {}: {e}", path.display()));
+    let conn = Connection::open_with_flags(uri, flags).map_err(bad)?;
+    conn.execute_batch(SESSION_PRAGMAS).map_err(bad)?;
+    // Reading the schema fails right away when the file is not a database.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+        .map_err(bad)?;
+    Ok(conn)
+}
+
+/// What [`run`] does with rows past its row limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// Keep the first `row_limit` rows and stop reading.
+    Truncate,
+    /// Fail with [`SqlError::TooManyRows`].
+    Fail,
+}
+
+/// Runs one SQL statement, reading at most `row_limit` rows, and gives up
+/// with [`SqlError::Timeout`] once it has run for `timeout` (checked by a
+/// progress handler every few SQLite instructions, so it also works under
+/// WASI, which has clocks but no threads). `PRAGMA query_only` and
+/// `temp_store` are set again first, in case an earlier statement changed
+/// them, and a statement that is not read-only (`sqlite3_stmt_readonly`) is
+/// refused unexecuted with [`READ_ONLY_MESSAGE`]. A text of only whitespace
+/// and comments returns no columns and no rows, as in Python.
+pub fn run(
+    conn: &Connection,
+    sql: &str,
+    timeout: Duration,
+    row_limit: usize,
+    overflow: Overflow,
+) -> std::result::Result<Rows, SqlError> {
+    let mut rows = Vec::new();
+    let columns = for_each_row(conn, sql, timeout, row_limit, overflow, |row| {
+        rows.push(row)
+    })?;
+    Ok(Rows { columns, rows })
+}
+
+/// [`run`] that hands each row to `on_row` instead of keeping it, and
+/// returns the column names.
+pub fn for_each_row(
+    conn: &Connection,
+    sql: &str,
+    timeout: Duration,
+    row_limit: usize,
+    overflow: Overflow,
+    on_row: impl FnMut(Vec<Value>),
+) -> std::result::Result<Vec<String>, SqlError> {
+    conn.execute_batch(SESSION_PRAGMAS).map_err(sqlite_error)?;
+    let start = Instant::now();
+    conn.progress_handler(PROGRESS_OPS, Some(move || start.elapsed() >= timeout));
+    let result = read_rows(conn, sql, row_limit, overflow, on_row);
+    conn.progress_handler(0, None::<fn() -> bool>);
+    result
+}
+
+/// Prepares `sql` and reads its rows (see [`run`]).
+fn read_rows(
+    conn: &Connection,
+    sql: &str,
+    row_limit: usize,
+    overflow: Overflow,
+    mut on_row: impl FnMut(Vec<Value>),
+) -> std::result::Result<Vec<String>, SqlError> {
+    let mut stmt = conn.prepare(sql).map_err(sqlite_error)?;
+    // Only whitespace and comments: SQLite has no statement to run (only a
+    // real statement has an SQL text), and Python returns no rows.
+    if stmt.expanded_sql().is_none() {
+        return Ok(Vec::new());
+    }
+    // Refuse writes before they start: some (`VACUUM INTO`) would create a
+    // file before the read-only connection stops them.
+    if !stmt.readonly() {
+        return Err(SqlError::Sqlite(READ_ONLY_MESSAGE.to_owned()));
+    }
+    let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let width = columns.len();
+    let mut count = 0;
+    let mut cursor = stmt.query([]).map_err(sqlite_error)?;
+    while let Some(row) = cursor.next().map_err(sqlite_error)? {
+        if count == row_limit {
+            return match overflow {
+                Overflow::Truncate => break,
+                Overflow::Fail => Err(SqlError::TooManyRows),
+            };
+        }
+        let values = (0..width)
+            .map(|i| row.get::<_, Value>(i))
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sqlite_error)?;
+        on_row(values);
+        count += 1;
+    }
+    Ok(columns)
+}
+
+/// The observation of an exploratory query (skyrl-gym's wording):
+///
+/// - the rendered table ([`table::render`]); when it is longer than
+///   [`MAX_OBSERVATION_CHARS`], `Truncated to 50 lines since returned
+///   response too long: ` and the table of the first [`TRUNCATED_ROWS`] rows;
+/// - `SQL Timeout:\n{sql}` when it timed out;
+/// - `Error executing SQL: {error}` when SQLite rejected it.
+pub fn observation(result: &std::result::Result<Rows, SqlError>, sql: &str) -> String {
+    match result {
+        Ok(rows) => {
+            let text = table::render(&rows.columns, &rows.rows);
+            if text.chars().count() > MAX_OBSERVATION_CHARS {
+                let head = &rows.rows[..rows.rows.len().min(TRUNCATED_ROWS)];
+                format!(
+                    "Truncated to 50 lines since returned response too long: {}",
+                    table::render(&rows.columns, head)
+                )
+            } else {
+                text
+            }
+        }
+        Err(SqlError::Timeout) => format!("SQL Timeout:\n{sql}"),
+        Err(SqlError::TooManyRows) => "Error executing SQL: too many rows".to_owned(),
+        Err(SqlError::Sqlite(message)) => format!("Error executing SQL: {message}"),
+    }
+}
+
+/// A rusqlite error as a [`SqlError`]: an interruption (by the progress
+/// handler) is a timeout; anything else keeps SQLite's own message, as
+/// Python's `sqlite3` words it (without rusqlite's "in {sql} at offset {n}").
+fn sqlite_error(e: rusqlite::Error) -> SqlError {
+    if e.sqlite_error_code() == Some(ErrorCode::OperationInterrupted) {
+        return SqlError::Timeout;
+    }
+    SqlError::Sqlite(match e {
+        rusqlite::Error::SqliteFailure(err, message) => message.unwrap_or_else(|| err.to_string()),
+        rusqlite::Error::SqlInputError { msg, .. } => msg,
+        rusqlite::Error::MultipleStatement => {
+            "You can only execute one statement at a time.".to_owned()
+        }
+        other => other.to_string(),
+    })
+}
+
+/// Escapes the characters that end or escape the path part of a SQLite
+/// `file:` URI.
+fn uri_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            _ => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! `skyrl-plugin.toml`: what a plugin folder builds into.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use skyrl_runtime::PluginKind;
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "skyrl-plugin.toml";
+
+/// A guest language `skyrl plugin build` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    Rust,
+    Python,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    kind: String,
+    language: Option<Language>,
+    entry: Option<String>,
+    name: Option<String>,
+}
+
+/// A parsed plugin manifest with the language resolved.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// What the component implements (Rust crates without a manifest: read
+    /// from the built component).
+    pub kind: Option<PluginKind>,
+    pub language: Language,
+    /// The author's main source file (e.g. `plugin.py`).
+    pub entry: String,
+    /// Output file stem (default: the folder name).
+    pub name: Option<String>,
+}
+
+impl Manifest {
+    /// Reads `DIR/skyrl-plugin.toml`. A Rust crate needs none: its kind is
+    /// whatever the built component says.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let path = dir.join(MANIFEST);
+        let detected = detect(dir);
+        if !path.exists() {
+            if detected == Some(Language::Rust) {
+                return Ok(Self {
+                    kind: None,
+                    language: Language::Rust,
+                    entry: default_entry(Language::Rust).into(),
+                    name: None,
+                });
+            }
+            bail!(
+                "{} has no {MANIFEST}; a plugin folder needs one, e.g.\n  kind = \"environment\"\n  language = \"python\"",
+                dir.display()
+            );
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let raw: RawManifest =
+            toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
+        let kind = parse_kind(&raw.kind).with_context(|| format!("in {}", path.display()))?;
+        let language = match (raw.language, detected) {
+            (Some(language), _) => language,
+            (None, Some(language)) => language,
+            (None, None) => bail!(
+                "cannot tell the language of {}: add `language = \"rust\" | \"python\"` to {MANIFEST}",
+                dir.display()
+            ),
+        };
+        let entry = raw
+            .entry
+            .unwrap_or_else(|| default_entry(language).to_string());
+        if language != Language::Rust && !dir.join(&entry).is_file() {
+            bail!("{} has no entry file {entry}", dir.display());
+        }
+        Ok(Self {
+            kind: Some(kind),
+            language,
+            entry,
+            name: raw.name,
+        })
+    }
+
+    /// The output file stem: `name`, else the folder's name.
+    pub fn artifact_name(&self, dir: &Path) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "plugin".into())
+        })
+    }
+}
+
+fn parse_kind(kind: &str) -> anyhow::Result<PluginKind> {
+    Ok(match kind {
+        "environment" | "env" => PluginKind::Environment,
+        "tool" => PluginKind::Tool,
+        "reward" => PluginKind::Reward,
+        "generator" => PluginKind::Generator,
+        other => bail!("kind `{other}` is not one of environment, tool, reward, generator"),
+    })
+}
+
+fn default_entry(language: Language) -> &'static str {
+    match language {
+        Language::Rust => "src/lib.rs",
+        Language::Python => "plugin.py",
+    }
+}
+
+/// The language a folder's files are written in.
+fn detect(dir: &Path) -> Option<Language> {
+    if dir.join("Cargo.toml").is_file() {
+        Some(Language::Rust)
+    } else if dir.join("plugin.py").is_file() || dir.join("pyproject.toml").is_file() {
+        Some(Language::Python)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,134 @@
+//! Python plugins: componentize-py over the author's module, the embedded
+//! Python SDK (`sdk/python`) and the embedded WIT package.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use skyrl_runtime::PluginKind;
+
+use super::manifest::Manifest;
+use super::toolchain;
+
+/// The componentize-py release the SDK is tested with.
+pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
+
+const WIT: &str = include_str!("../../../../../wit/plugin.wit");
+
+/// `sdk/python/skyrl_sdk`, embedded so an installed `skyrl` builds plugins
+/// without a source checkout.
+const SDK: &[(&str, &str)] = &[
+    (
+        "__init__.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/__init__.py"),
+    ),
+    (
+        "types.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/types.py"),
+    ),
+    (
+        "plugin.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/plugin.py"),
+    ),
+    (
+        "host.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/host.py"),
+    ),
+    (
+        "gsm8k.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/gsm8k.py"),
+    ),
+    (
+        "_glue.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_glue.py"),
+    ),
+    (
+        "_env_world.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_env_world.py"),
+    ),
+    (
+        "_tool_world.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_tool_world.py"),
+    ),
+    (
+        "_reward_world.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_reward_world.py"),
+    ),
+];
+
+/// The WIT world and the SDK module exporting it, per plugin kind.
+fn world(kind: PluginKind) -> anyhow::Result<(&'static str, &'static str)> {
+    Ok(match kind {
+        PluginKind::Environment => ("environment-plugin", "_env_world"),
+        PluginKind::Tool => ("tool-plugin", "_tool_world"),
+        PluginKind::Reward => ("reward-plugin", "_reward_world"),
+        PluginKind::Generator => {
+            bail!("generator plugins are not supported in Python yet (write them in Rust)")
+        }
+    })
+}
+
+/// Builds `dir` (with `manifest.entry`, e.g. `plugin.py`) into `output`.
+pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
+    let kind = manifest
+        .kind
+        .context("a Python plugin's manifest must set `kind`")?;
+    let (world, glue) = world(kind)?;
+    let module = Path::new(&manifest.entry)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .with_context(|| format!("entry `{}` is not a Python module file", manifest.entry))?
+        .to_string();
+    let staging = tempfile::tempdir().context("cannot create a staging folder")?;
+    let root = staging.path();
+    write(&root.join("wit/plugin.wit"), WIT)?;
+    for (name, text) in SDK {
+        write(&root.join("sdk/skyrl_sdk").join(name), text)?;
+    }
+    // componentize-py looks up the world's exports in `app` and resource
+    // classes in a module named after their interface.
+    write(
+        &root.join("app/app.py"),
+        &format!("import {module}  # registers the plugin\nfrom skyrl_sdk.{glue} import *  # noqa: F401,F403\n"),
+    )?;
+    if kind == PluginKind::Environment {
+        write(
+            &root.join("app/environment.py"),
+            "from skyrl_sdk._env_world import Env  # noqa: F401\n",
+        )?;
+    }
+    let tool = toolchain::find(
+        "SKYRL_COMPONENTIZE_PY",
+        "componentize-py",
+        &format!(
+            "pip install componentize-py=={COMPONENTIZE_PY_VERSION} (scripts/setup installs it)"
+        ),
+    )?;
+    let partial = output.with_extension("wasm.partial");
+    let mut command = Command::new(&tool);
+    command
+        .arg("-d")
+        .arg(root.join("wit"))
+        .args(["-w", world, "componentize", "app"])
+        .arg("-p")
+        .arg(root.join("app"))
+        .arg("-p")
+        .arg(dir)
+        .arg("-p")
+        .arg(root.join("sdk"))
+        .arg("-o")
+        .arg(&partial);
+    toolchain::run(&mut command, "componentize-py")?;
+    std::fs::rename(&partial, output)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

@@ -1,0 +1,222 @@
+//! Real envs end to end through the binary: text2sql (SQLite in the
+//! sandbox, databases granted read-only), lcb with the sandboxed python
+//! tool, and `skyrl plugin build` for a Python plugin.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn plugin(name: &str) -> String {
+    let path = repo().join(format!("artifacts/plugins/{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/build-plugins first",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn skyrl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skyrl"))
+        .args(args)
+        .current_dir(repo())
+        .env(
+            "SKYRL_CACHE_DIR",
+            std::env::temp_dir().join("skyrl-cli-test-cache"),
+        )
+        .output()
+        .expect("running skyrl")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn assert_fails_with(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected a failure: {}", text(out));
+    assert!(
+        text(out).contains(needle),
+        "expected `{needle}` in: {}",
+        text(out)
+    );
+}
+
+/// Overrides: a tiny random-init model with the character tokenizer, one
+/// step of 2 prompts x 2 samples, outputs under `dir`.
+fn tiny(dir: &Path, max_prompt: usize) -> Vec<String> {
+    vec![
+        "trainer.policy.model.path=null".into(),
+        format!(
+            "trainer.policy.model.init={{vocab_size: 99, hidden_size: 32, intermediate_size: 64, \
+             num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, \
+             max_position_embeddings: {}, rope_theta: 10000.0, rms_norm_eps: 1.0e-6, \
+             tie_word_embeddings: true, tokenizer: char}}",
+            max_prompt + 256
+        ),
+        "trainer.bf16=false".into(),
+        "trainer.gradient_checkpointing=false".into(),
+        format!("trainer.max_prompt_length={max_prompt}"),
+        format!("trainer.ckpt_path={}", dir.join("ckpts").display()),
+        format!("trainer.export_path={}", dir.join("exports").display()),
+        format!("trainer.log_path={}", dir.join("logs").display()),
+        "trainer.resume_mode=none".into(),
+        "trainer.train_batch_size=2".into(),
+        "trainer.policy_mini_batch_size=2".into(),
+        "trainer.micro_train_batch_size_per_gpu=4".into(),
+        "trainer.micro_forward_batch_size_per_gpu=4".into(),
+        "trainer.eval_before_train=false".into(),
+        "trainer.eval_interval=-1".into(),
+        "trainer.ckpt_interval=-1".into(),
+        "generator.n_samples_per_prompt=2".into(),
+        "generator.sampling_params.max_generate_length=24".into(),
+    ]
+}
+
+fn first_metrics(dir: &Path) -> serde_json::Value {
+    let metrics = std::fs::read_to_string(dir.join("logs/metrics.jsonl")).expect("metrics");
+    serde_json::from_str(metrics.lines().next().expect("a step")).expect("json")
+}
+
+#[test]
+fn text2sql_trains_with_databases_granted_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = plugin("text2sql");
+    let mut args: Vec<String> = [
+        "train",
+        "--quiet",
+        "--plugin",
+        &env,
+        "--config",
+        "configs/text2sql.yaml",
+        "--max-steps",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(tiny(dir.path(), 4096));
+    args.push("generator.max_turns=2".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    let m = first_metrics(dir.path());
+    // A random model never writes a well-formed solution: -1.0 (format) for all.
+    let reward = m["reward/mean"].as_f64().unwrap();
+    assert!((-1.0..=1.0).contains(&reward), "{m}");
+    assert!(
+        m.as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.contains("sql_calls")),
+        "env metrics reported: {m}"
+    );
+
+    // A typo in a sandbox key, and a grant of a missing directory, are refused.
+    let mut typo = refs.clone();
+    typo.push("environment.sandbox.text2sq={read_only_dirs: []}");
+    assert_fails_with(&skyrl(&typo), "match no loaded plugin");
+    let mut missing = refs.clone();
+    missing.push("environment.sandbox.text2sql.read_only_dirs=[{host: no/such/dir, guest: /data}]");
+    assert_fails_with(&skyrl(&missing), "no such directory");
+}
+
+#[test]
+fn lcb_trains_with_the_sandboxed_python_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = format!("lcb={}", plugin("lcb"));
+    let tool = plugin("python");
+    let mut args: Vec<String> = [
+        "train",
+        "--quiet",
+        "--plugin",
+        &env,
+        "--tool",
+        &tool,
+        "--config",
+        "configs/demo.yaml",
+        "--max-steps",
+        "1",
+        "data.train_data=[envs/lcb/data/train.jsonl]",
+        "data.val_data=[envs/lcb/data/val.jsonl]",
+        "environment.env_class=lcb",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(tiny(dir.path(), 512));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("trained steps 0..1"), "{}", text(&out));
+
+    // Without --tool the run stops before training, naming the tool.
+    let mut no_tool = refs.clone();
+    no_tool.retain(|a| *a != "--tool" && *a != tool.as_str());
+    assert_fails_with(&skyrl(&no_tool), "--tool");
+}
+
+#[test]
+fn plugin_build_compiles_a_python_folder_and_checks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("echo_py");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("skyrl-plugin.toml"), "kind = \"environment\"\n").unwrap();
+    std::fs::write(
+        src.join("plugin.py"),
+        "import skyrl_sdk as sk\n\nclass Echo(sk.Environment):\n    def step(self, action):\n        \
+         return sk.StepOutput.final(1.0 if action == 'hi' else 0.0)\n\n\
+         sk.export_env(Echo, name='echo_py', version='0.2.0', description='echo')\n",
+    )
+    .unwrap();
+    let out_wasm = dir.path().join("echo.wasm");
+    let out = skyrl(&[
+        "plugin",
+        "build",
+        src.to_str().unwrap(),
+        "-o",
+        out_wasm.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = skyrl(&[
+        "env",
+        "run",
+        "--plugin",
+        out_wasm.to_str().unwrap(),
+        "--prompt",
+        "q",
+        "--action",
+        "hi",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("\"reward\":1.0"), "{}", text(&out));
+
+    // The manifest's kind must match what the code exports.
+    std::fs::write(src.join("skyrl-plugin.toml"), "kind = \"tool\"\n").unwrap();
+    let out = skyrl(&[
+        "plugin",
+        "build",
+        src.to_str().unwrap(),
+        "-o",
+        out_wasm.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    // Bad manifests and folders fail fast with a clear message.
+    std::fs::write(src.join("skyrl-plugin.toml"), "kind = \"bogus\"\n").unwrap();
+    assert_fails_with(
+        &skyrl(&["plugin", "build", src.to_str().unwrap()]),
+        "not one of environment",
+    );
+    std::fs::remove_file(src.join("skyrl-plugin.toml")).unwrap();
+    assert_fails_with(
+        &skyrl(&["plugin", "build", src.to_str().unwrap()]),
+        "skyrl-plugin.toml",
+    );
+    assert_fails_with(&skyrl(&["plugin", "build", "no/such/folder"]), "not found");
+}

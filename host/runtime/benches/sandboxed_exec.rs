@@ -1,0 +1,226 @@
+//! Sandboxed code execution and SQL, side by side with the unsandboxed way:
+//!
+//! - per-call latency of the `python` tool (CPython component, a fresh
+//!   instance per call, precompiled cache hit) vs spawning `python3 -c` per
+//!   call (skyrl-gym's executor), for a trivial and a CPU-bound program;
+//! - loading the 18 MB CPython component: cold compile vs cache hit;
+//! - one text2sql step (SQLite inside the sandbox, read-only database) vs
+//!   the same env code run natively.
+//!
+//! Run with `cargo bench -p skyrl-runtime --bench sandboxed_exec` after
+//! `scripts/build-plugins`. One thread; prints medians and ratios.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use skyrl_runtime::{
+    EngineOptions, Message, Plugin, PluginEngine, ReadOnlyDir, SandboxLimits, SandboxPolicy,
+    ToolRouter,
+};
+use skyrl_sdk::Environment;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn plugin_path(name: &str) -> PathBuf {
+    let dir = std::env::var_os("SKYRL_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("artifacts/plugins"));
+    let path = dir.join(format!("{name}.wasm"));
+    if !path.exists() {
+        eprintln!(
+            "error: {} is missing: run scripts/build-plugins first",
+            path.display()
+        );
+        std::process::exit(1);
+    }
+    path
+}
+
+fn engine(cache: &Path) -> PluginEngine {
+    PluginEngine::new(EngineOptions {
+        limits: SandboxLimits::default(),
+        pooling: true,
+        pool_size: 64,
+        cache_dir: Some(cache.to_path_buf()),
+    })
+    .expect("engine")
+}
+
+/// Median and mean of `runs` timings of `f`, after one warm-up call.
+fn time(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
+    f();
+    let mut samples: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    samples.sort();
+    let mean = samples.iter().sum::<Duration>() / runs as u32;
+    (samples[runs / 2], mean)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--test" || a == "--quick");
+    let runs = if quick { 3 } else { 30 };
+    let cache = tempfile::tempdir().expect("cache dir");
+    let python_wasm = plugin_path("python");
+    let bytes = std::fs::read(&python_wasm).expect("python.wasm");
+
+    println!(
+        "== loading the CPython component ({:.1} MB)",
+        bytes.len() as f64 / 1e6
+    );
+    let start = Instant::now();
+    let cold_engine = engine(cache.path());
+    Plugin::from_bytes(&cold_engine, &bytes, "python.wasm").expect("load");
+    let cold = start.elapsed();
+    let warm_engine = engine(cache.path());
+    let start = Instant::now();
+    let plugin = Plugin::from_bytes(&warm_engine, &bytes, "python.wasm").expect("load");
+    let hit = start.elapsed();
+    println!(
+        "cold compile {:>8.1} ms | disk-cache hit {:>8.1} ms | {:.0}x faster ({:?})",
+        ms(cold),
+        ms(hit),
+        cold.as_secs_f64() / hit.as_secs_f64(),
+        plugin.cache_outcome()
+    );
+
+    let router = Arc::new(ToolRouter::new(vec![plugin]).expect("router"));
+    let python = real_python();
+    println!("\n== per call: sandboxed python tool (fresh instance each call) vs `python3 -c` spawn ({runs} calls)");
+    println!(
+        "{:<28} {:>13} {:>15} {:>10} {:>19} {:>10}",
+        "program", "sandbox (ms)", "python -c (ms)", "ratio", "python -I -S -c (ms)", "ratio"
+    );
+    for (label, code) in [
+        ("print(1)", "print(1)"),
+        ("sum(range(10**6))", "print(sum(range(10**6)))"),
+        ("json + re + 1k-line output", "import json, re\nfor i in range(1000):\n    print(json.dumps({'i': i, 'm': bool(re.match('[0-9]+', str(i)))}))"),
+    ] {
+        let args = json!({ "code": code, "stdin": "" }).to_string();
+        let (sandbox, _) = time(runs, || {
+            let out = router.call("python", &args).expect("tool call");
+            assert!(out.contains("\"exit_code\": 0"), "{out}");
+        });
+        let spawn_with = |flags: &[&str]| {
+            time(runs, || {
+                let out = Command::new(&python).args(flags).arg(code).output().expect("python3");
+                assert!(out.status.success());
+            })
+            .0
+        };
+        let spawn = spawn_with(&["-c"]);
+        let bare = spawn_with(&["-I", "-S", "-c"]);
+        println!(
+            "{label:<28} {:>13.2} {:>15.2} {:>9.2}x {:>19.2} {:>9.2}x",
+            ms(sandbox),
+            ms(spawn),
+            spawn.as_secs_f64() / sandbox.as_secs_f64(),
+            ms(bare),
+            bare.as_secs_f64() / sandbox.as_secs_f64()
+        );
+    }
+    println!("(ratio > 1: the sandbox is faster)");
+
+    bench_sql(&warm_engine, runs);
+}
+
+fn bench_sql(engine: &PluginEngine, runs: usize) {
+    let data = repo().join("envs/text2sql/data/databases");
+    let plugin = Plugin::load(engine, &plugin_path("text2sql"))
+        .expect("text2sql.wasm")
+        .with_policy(SandboxPolicy {
+            read_only_dirs: vec![ReadOnlyDir {
+                host: data.clone(),
+                guest: "/data".into(),
+            }],
+        });
+    let row = first_row();
+    let extras = json!({
+        "db_id": row["db_id"],
+        "data": row["data"],
+        "reward_spec": row["reward_spec"],
+    });
+    let action = format!(
+        "<think>look</think><sql>{}</sql>",
+        row["reward_spec"]["ground_truth"]
+            .as_str()
+            .expect("gold sql")
+    );
+    let prompt = [Message::user("q")];
+    let (sandbox, _) = time(runs, || {
+        let mut env = plugin.create_env(&json!({}), &extras).expect("create");
+        env.init(&prompt).expect("init");
+        let out = env.step(&action).expect("step");
+        assert!(out.observations[0].content.contains("<observation>"));
+    });
+    let native_config = json!({ "db_file_path": data.display().to_string() });
+    let native_extras = skyrl_sdk::Extras::from_json(&extras.to_string()).expect("extras");
+    let (native, _) = time(runs, || {
+        let mut env = text2sql::Text2Sql::create(&native_config, &native_extras).expect("create");
+        let out = env.step(&action).expect("step");
+        assert!(out.observations[0].content.contains("<observation>"));
+    });
+    // One step inside a running episode (the per-turn cost during rollouts).
+    let long = json!({"db_id": row["db_id"], "data": row["data"], "reward_spec": row["reward_spec"], "max_turns": 1_000_000});
+    let mut env = plugin.create_env(&json!({}), &long).expect("create");
+    env.init(&prompt).expect("init");
+    let (sandbox_step, _) = time(runs, || {
+        env.step(&action).expect("step");
+    });
+    let long_extras = skyrl_sdk::Extras::from_json(&long.to_string()).expect("extras");
+    let mut native_env = text2sql::Text2Sql::create(&native_config, &long_extras).expect("create");
+    let (native_step, _) = time(runs, || {
+        native_env.step(&action).expect("step");
+    });
+    println!("\n== text2sql, {runs} runs (query: the first training row's gold SQL)");
+    println!(
+        "{:<40} {:>14} {:>12} {:>10}",
+        "", "sandbox (ms)", "native (ms)", "overhead"
+    );
+    for (label, sandboxed, native) in [
+        ("episode: create + init + one <sql> step", sandbox, native),
+        (
+            "one <sql> step in a running episode",
+            sandbox_step,
+            native_step,
+        ),
+    ] {
+        println!(
+            "{label:<40} {:>14.3} {:>12.3} {:>9.2}x",
+            ms(sandboxed),
+            ms(native),
+            sandboxed.as_secs_f64() / native.as_secs_f64()
+        );
+    }
+}
+
+/// The interpreter itself (`sys.executable`), not a shim such as pyenv's,
+/// whose own start-up would inflate the baseline.
+fn real_python() -> PathBuf {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 on PATH");
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    println!("baseline interpreter: {}", path.display());
+    path
+}
+
+fn first_row() -> Value {
+    let text =
+        std::fs::read_to_string(repo().join("envs/text2sql/data/train.jsonl")).expect("dataset");
+    serde_json::from_str(text.lines().next().expect("a row")).expect("json row")
+}
