@@ -1,7 +1,8 @@
 //! One conformance suite for the gsm8k example written in every SDK
 //! language: the same scripted episodes must give identical observations,
-//! rewards, done flags and errors. Languages: Rust (envs/gsm8k) and Python
-//! (envs/gsm8k_py, sdk/python).
+//! rewards, done flags and errors. Languages: Rust (envs/gsm8k), Python
+//! (envs/gsm8k_py), JavaScript (envs/gsm8k_js), C (envs/gsm8k_c) and Go
+//! (envs/gsm8k_go), each through its SDK under sdk/.
 
 mod common;
 
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 use skyrl_runtime::{GuestErrorKind, Message, Plugin, PluginError, PluginKind};
 
 /// The gsm8k example per language.
-const IMPLEMENTATIONS: &[&str] = &["gsm8k", "gsm8k_py"];
+const IMPLEMENTATIONS: &[&str] = &["gsm8k", "gsm8k_py", "gsm8k_js", "gsm8k_c", "gsm8k_go"];
 
 /// (ground truth, response) pairs covering skyrl-gym's strict extraction.
 const EPISODES: &[(&str, &str)] = &[

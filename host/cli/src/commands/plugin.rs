@@ -14,7 +14,9 @@ use crate::plugin_source::{resolve_plugin_files, LockArgs};
 #[derive(Subcommand)]
 pub enum PluginCommand {
     /// Build a plugin folder into a component. The language is detected
-    /// (Cargo.toml: Rust; plugin.py: Python) or set in skyrl-plugin.toml.
+    /// (Cargo.toml: Rust; plugin.py: Python; plugin.js or package.json:
+    /// JavaScript; go.mod or plugin.go: Go; plugin.c: C) or set in
+    /// skyrl-plugin.toml.
     Build {
         /// The plugin folder.
         dir: PathBuf,

@@ -15,6 +15,9 @@ pub const MANIFEST: &str = "skyrl-plugin.toml";
 pub enum Language {
     Rust,
     Python,
+    Js,
+    Go,
+    C,
 }
 
 #[derive(Deserialize)]
@@ -68,7 +71,7 @@ impl Manifest {
             (Some(language), _) => language,
             (None, Some(language)) => language,
             (None, None) => bail!(
-                "cannot tell the language of {}: add `language = \"rust\" | \"python\"` to {MANIFEST}",
+                "cannot tell the language of {}: add `language = \"rust\" | \"python\" | \"js\" | \"go\" | \"c\"` to {MANIFEST}",
                 dir.display()
             ),
         };
@@ -110,6 +113,9 @@ fn default_entry(language: Language) -> &'static str {
     match language {
         Language::Rust => "src/lib.rs",
         Language::Python => "plugin.py",
+        Language::Js => "plugin.js",
+        Language::Go => "plugin.go",
+        Language::C => "plugin.c",
     }
 }
 
@@ -119,6 +125,12 @@ fn detect(dir: &Path) -> Option<Language> {
         Some(Language::Rust)
     } else if dir.join("plugin.py").is_file() || dir.join("pyproject.toml").is_file() {
         Some(Language::Python)
+    } else if dir.join("plugin.js").is_file() || dir.join("package.json").is_file() {
+        Some(Language::Js)
+    } else if dir.join("go.mod").is_file() || dir.join("plugin.go").is_file() {
+        Some(Language::Go)
+    } else if dir.join("plugin.c").is_file() {
+        Some(Language::C)
     } else {
         None
     }

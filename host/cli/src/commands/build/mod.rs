@@ -1,10 +1,18 @@
 //! `skyrl plugin build DIR`: turn a plugin folder into a component, in
 //! whichever language it is written (detected from its files).
 
+mod c;
+mod componentize;
+mod go;
+mod js;
 mod manifest;
 mod python;
 mod rust;
 mod toolchain;
+
+/// The WIT package, embedded so an installed `skyrl` builds plugins without
+/// a source checkout.
+pub(crate) const WIT: &str = include_str!("../../../../../wit/plugin.wit");
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +41,9 @@ pub fn build(dir: &Path, output: Option<&Path>) -> anyhow::Result<PathBuf> {
     match manifest.language {
         Language::Rust => rust::build(&dir, &output)?,
         Language::Python => python::build(&dir, &manifest, &output)?,
+        Language::Js => js::build(&dir, &manifest, &output)?,
+        Language::Go => go::build(&dir, &manifest, &output)?,
+        Language::C => c::build(&dir, &manifest, &output)?,
     }
     verify(&output, manifest.kind)?;
     Ok(output)

@@ -8,12 +8,10 @@ use anyhow::{bail, Context};
 use skyrl_runtime::PluginKind;
 
 use super::manifest::Manifest;
-use super::toolchain;
+use super::{toolchain, WIT};
 
 /// The componentize-py release the SDK is tested with.
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
-
-const WIT: &str = include_str!("../../../../../wit/plugin.wit");
 
 /// `sdk/python/skyrl_sdk`, embedded so an installed `skyrl` builds plugins
 /// without a source checkout.

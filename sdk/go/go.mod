@@ -1,0 +1,3 @@
+module skyrl.dev/sdk
+
+go 1.24
