@@ -11,6 +11,7 @@ use skyrl_runtime::PluginKind;
 
 use super::componentize::componentize;
 use super::manifest::Manifest;
+use super::staging::{write, write_output};
 use super::{toolchain, WIT};
 
 /// The wit-bindgen release the SDK is tested with.
@@ -128,12 +129,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
 
     let module = std::fs::read(&core).with_context(|| format!("cannot read {}", core.display()))?;
     let component = componentize(&module, world)?;
-    let partial = output.with_extension("wasm.partial");
-    std::fs::write(&partial, component)
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
-    Ok(())
+    write_output(output, &component)
 }
 
 /// What a compiler step works on (for the hints on failure).
@@ -225,12 +221,4 @@ fn display(source: &Path, dir: &Path, root: &Path) -> String {
         .unwrap_or(source)
         .display()
         .to_string()
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

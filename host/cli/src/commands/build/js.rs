@@ -20,6 +20,7 @@ use anyhow::{bail, Context};
 use skyrl_runtime::PluginKind;
 
 use super::manifest::Manifest;
+use super::staging::{copy_sources, partial_path, publish, write};
 use super::{toolchain, WIT};
 
 /// The componentize-js release the SDK is tested with.
@@ -68,7 +69,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
     write(&root.join("wit/plugin.wit"), WIT)?;
     write(&root.join("skyrl-sdk/skyrl_sdk.js"), SDK)?;
     write(&root.join("componentize.mjs"), DRIVER)?;
-    copy_sources(dir, &root.join("plugin"), output)?;
+    copy_sources(dir, &root.join("plugin"), output, &["node_modules"])?;
     write(
         &root.join(ENTRY),
         &format!(
@@ -83,7 +84,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
         ),
     )?;
 
-    let partial = std::path::absolute(output.with_extension("wasm.partial"))
+    let partial = std::path::absolute(partial_path(output))
         .with_context(|| format!("cannot resolve {}", output.display()))?;
     let mut command = Command::new(&node);
     command
@@ -98,9 +99,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
         let _ = std::fs::remove_file(&partial);
         return Err(err);
     }
-    std::fs::rename(&partial, output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
-    Ok(())
+    publish(&partial, output)
 }
 
 /// The WIT package's version (`package skyrl:plugin@0.1.1;`), which the host
@@ -177,46 +176,6 @@ fn is_componentize_js(dir: &Path) -> bool {
         .ok()
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         .is_some_and(|pkg| pkg["name"] == "@bytecodealliance/componentize-js")
-}
-
-/// Copies the plugin folder's files into `to`, leaving out hidden entries,
-/// `node_modules`, built components and the output being written.
-fn copy_sources(from: &Path, to: &Path, output: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
-    let entries =
-        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot read {}", from.display()))?;
-        let name = entry.file_name();
-        let name_text = name.to_string_lossy();
-        let source = entry.path();
-        if name_text.starts_with('.')
-            || name_text == "node_modules"
-            || name_text.ends_with(".wasm")
-            || name_text.ends_with(".wasm.partial")
-            || source == output
-        {
-            continue;
-        }
-        let kind = entry
-            .file_type()
-            .with_context(|| format!("cannot read {}", source.display()))?;
-        if kind.is_dir() {
-            copy_sources(&source, &to.join(&name), output)?;
-        } else if kind.is_file() || (kind.is_symlink() && source.is_file()) {
-            std::fs::copy(&source, to.join(&name))
-                .with_context(|| format!("cannot copy {}", source.display()))?;
-        }
-    }
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod js;
 mod manifest;
 mod python;
 mod rust;
+mod staging;
 mod toolchain;
 
 /// The WIT package, embedded so an installed `skyrl` builds plugins without

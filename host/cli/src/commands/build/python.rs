@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use skyrl_runtime::PluginKind;
 
 use super::manifest::Manifest;
+use super::staging::{partial_path, publish, write};
 use super::{toolchain, WIT};
 
 /// The componentize-py release the SDK is tested with.
@@ -103,7 +104,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
             "pip install componentize-py=={COMPONENTIZE_PY_VERSION} (scripts/setup installs it)"
         ),
     )?;
-    let partial = output.with_extension("wasm.partial");
+    let partial = partial_path(output);
     let mut command = Command::new(&tool);
     command
         .arg("-d")
@@ -118,15 +119,5 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
         .arg("-o")
         .arg(&partial);
     toolchain::run(&mut command, "componentize-py")?;
-    std::fs::rename(&partial, output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    publish(&partial, output)
 }
