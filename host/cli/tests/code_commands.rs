@@ -2,51 +2,11 @@
 //! sandbox, databases granted read-only), lcb with the sandboxed python
 //! tool, and `skyrl plugin build` for a Python plugin.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::path::Path;
 
-fn plugin(name: &str) -> String {
-    let path = repo().join(format!("artifacts/plugins/{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/build-plugins first",
-        path.display()
-    );
-    path.display().to_string()
-}
-
-fn skyrl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skyrl"))
-        .args(args)
-        .current_dir(repo())
-        .env(
-            "SKYRL_CACHE_DIR",
-            std::env::temp_dir().join("skyrl-cli-test-cache"),
-        )
-        .output()
-        .expect("running skyrl")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn assert_fails_with(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected a failure: {}", text(out));
-    assert!(
-        text(out).contains(needle),
-        "expected `{needle}` in: {}",
-        text(out)
-    );
-}
+use common::{assert_fails_with, plugin, skyrl, text};
 
 /// Overrides: a tiny random-init model with the character tokenizer, one
 /// step of 2 prompts x 2 samples, outputs under `dir`.
@@ -207,6 +167,24 @@ fn plugin_build_compiles_a_python_folder_and_checks_it() {
         out_wasm.to_str().unwrap(),
     ]);
     assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("skyrl-plugin.toml says"),
+        "{}",
+        text(&out)
+    );
+    // The failed build left the earlier component in place, still working.
+    let out = skyrl(&[
+        "env",
+        "run",
+        "--plugin",
+        out_wasm.to_str().unwrap(),
+        "--prompt",
+        "q",
+        "--action",
+        "hi",
+    ]);
+    assert!(text(&out).contains("\"reward\":1.0"), "{}", text(&out));
+    assert!(!dir.path().join("echo.wasm.unverified").exists());
     // Bad manifests and folders fail fast with a clear message.
     std::fs::write(src.join("skyrl-plugin.toml"), "kind = \"bogus\"\n").unwrap();
     assert_fails_with(

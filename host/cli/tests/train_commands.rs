@@ -1,50 +1,13 @@
 //! `skyrl train` and `skyrl model init` end to end through the binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::path::{Path, PathBuf};
+
+use common::{assert_fails_with, skyrl, text};
 
 fn plugin(name: &str) -> PathBuf {
-    let path = repo().join(format!("artifacts/plugins/{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/build-plugins first",
-        path.display()
-    );
-    path
-}
-
-fn skyrl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skyrl"))
-        .args(args)
-        .current_dir(repo())
-        .env(
-            "SKYRL_CACHE_DIR",
-            std::env::temp_dir().join("skyrl-cli-test-cache"),
-        )
-        .output()
-        .expect("running skyrl")
-}
-
-/// Asserts that `out` failed and says `needle`.
-fn assert_fails_with(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected a failure: {}", text(out));
-    assert!(
-        text(out).contains(needle),
-        "expected `{needle}` in: {}",
-        text(out)
-    );
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    PathBuf::from(common::plugin(name))
 }
 
 /// Overrides shrinking configs/demo.yaml to a couple of tiny steps under `dir`.

@@ -5,11 +5,14 @@
 //! Run with `cargo bench -p skyrl-runtime --bench polyglot` after
 //! `scripts/build-plugins`. One thread; medians over the runs.
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Instant;
 
 use serde_json::json;
 use skyrl_runtime::{EngineOptions, Message, Plugin, PluginEngine, SandboxLimits};
+
+use common::{median, ms, plugin_path};
 
 /// (language, component) of each gsm8k implementation.
 const IMPLEMENTATIONS: &[(&str, &str)] = &[
@@ -19,40 +22,6 @@ const IMPLEMENTATIONS: &[(&str, &str)] = &[
     ("go", "gsm8k_go"),
     ("c", "gsm8k_c"),
 ];
-
-fn plugin_path(name: &str) -> PathBuf {
-    let dir = std::env::var_os("SKYRL_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/plugins")
-        });
-    let path = dir.join(format!("{name}.wasm"));
-    if !path.exists() {
-        eprintln!(
-            "error: {} is missing: run scripts/build-plugins first",
-            path.display()
-        );
-        std::process::exit(1);
-    }
-    path
-}
-
-fn median(runs: usize, mut f: impl FnMut()) -> Duration {
-    f();
-    let mut samples: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
-    samples.sort();
-    samples[runs / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--test" || a == "--quick");

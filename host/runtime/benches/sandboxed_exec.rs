@@ -10,10 +10,12 @@
 //! Run with `cargo bench -p skyrl-runtime --bench sandboxed_exec` after
 //! `scripts/build-plugins`. One thread; prints medians and ratios.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use skyrl_runtime::{
@@ -22,23 +24,10 @@ use skyrl_runtime::{
 };
 use skyrl_sdk::Environment;
 
+use common::{median, ms, plugin_path};
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn plugin_path(name: &str) -> PathBuf {
-    let dir = std::env::var_os("SKYRL_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("artifacts/plugins"));
-    let path = dir.join(format!("{name}.wasm"));
-    if !path.exists() {
-        eprintln!(
-            "error: {} is missing: run scripts/build-plugins first",
-            path.display()
-        );
-        std::process::exit(1);
-    }
-    path
 }
 
 fn engine(cache: &Path) -> PluginEngine {
@@ -49,25 +38,6 @@ fn engine(cache: &Path) -> PluginEngine {
         cache_dir: Some(cache.to_path_buf()),
     })
     .expect("engine")
-}
-
-/// Median and mean of `runs` timings of `f`, after one warm-up call.
-fn time(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
-    f();
-    let mut samples: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
-    samples.sort();
-    let mean = samples.iter().sum::<Duration>() / runs as u32;
-    (samples[runs / 2], mean)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn main() {
@@ -110,16 +80,15 @@ fn main() {
         ("json + re + 1k-line output", "import json, re\nfor i in range(1000):\n    print(json.dumps({'i': i, 'm': bool(re.match('[0-9]+', str(i)))}))"),
     ] {
         let args = json!({ "code": code, "stdin": "" }).to_string();
-        let (sandbox, _) = time(runs, || {
+        let sandbox = median(runs, || {
             let out = router.call("python", &args).expect("tool call");
             assert!(out.contains("\"exit_code\": 0"), "{out}");
         });
         let spawn_with = |flags: &[&str]| {
-            time(runs, || {
+            median(runs, || {
                 let out = Command::new(&python).args(flags).arg(code).output().expect("python3");
                 assert!(out.status.success());
             })
-            .0
         };
         let spawn = spawn_with(&["-c"]);
         let bare = spawn_with(&["-I", "-S", "-c"]);
@@ -160,7 +129,7 @@ fn bench_sql(engine: &PluginEngine, runs: usize) {
             .expect("gold sql")
     );
     let prompt = [Message::user("q")];
-    let (sandbox, _) = time(runs, || {
+    let sandbox = median(runs, || {
         let mut env = plugin.create_env(&json!({}), &extras).expect("create");
         env.init(&prompt).expect("init");
         let out = env.step(&action).expect("step");
@@ -168,7 +137,7 @@ fn bench_sql(engine: &PluginEngine, runs: usize) {
     });
     let native_config = json!({ "db_file_path": data.display().to_string() });
     let native_extras = skyrl_sdk::Extras::from_json(&extras.to_string()).expect("extras");
-    let (native, _) = time(runs, || {
+    let native = median(runs, || {
         let mut env = text2sql::Text2Sql::create(&native_config, &native_extras).expect("create");
         let out = env.step(&action).expect("step");
         assert!(out.observations[0].content.contains("<observation>"));
@@ -177,12 +146,12 @@ fn bench_sql(engine: &PluginEngine, runs: usize) {
     let long = json!({"db_id": row["db_id"], "data": row["data"], "reward_spec": row["reward_spec"], "max_turns": 1_000_000});
     let mut env = plugin.create_env(&json!({}), &long).expect("create");
     env.init(&prompt).expect("init");
-    let (sandbox_step, _) = time(runs, || {
+    let sandbox_step = median(runs, || {
         env.step(&action).expect("step");
     });
     let long_extras = skyrl_sdk::Extras::from_json(&long.to_string()).expect("extras");
     let mut native_env = text2sql::Text2Sql::create(&native_config, &long_extras).expect("create");
-    let (native_step, _) = time(runs, || {
+    let native_step = median(runs, || {
         native_env.step(&action).expect("step");
     });
     println!("\n== text2sql, {runs} runs (query: the first training row's gold SQL)");

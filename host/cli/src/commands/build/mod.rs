@@ -22,9 +22,9 @@ use skyrl_runtime::{Plugin, PluginEngine, PluginKind};
 
 pub use manifest::{Language, Manifest};
 
-/// Builds the plugin in `dir` into `output` (default `DIR/<name>.wasm` for
-/// non-Rust plugins, cargo's artifact path for Rust) and checks that the
-/// result loads as the declared kind. Returns the component's path.
+/// Builds the plugin in `dir` into `output` (default `DIR/<name>.wasm`) and
+/// checks that the result loads as the declared kind. A build that fails
+/// either step leaves any earlier `output` untouched. Returns the path.
 pub fn build(dir: &Path, output: Option<&Path>) -> anyhow::Result<PathBuf> {
     let dir = dir
         .canonicalize()
@@ -39,14 +39,20 @@ pub fn build(dir: &Path, output: Option<&Path>) -> anyhow::Result<PathBuf> {
         dir.display(),
         output.display()
     );
-    match manifest.language {
-        Language::Rust => rust::build(&dir, &output)?,
-        Language::Python => python::build(&dir, &manifest, &output)?,
-        Language::Js => js::build(&dir, &manifest, &output)?,
-        Language::Go => go::build(&dir, &manifest, &output)?,
-        Language::C => c::build(&dir, &manifest, &output)?,
+    let unverified = output.with_extension("wasm.unverified");
+    let built = match manifest.language {
+        Language::Rust => rust::build(&dir, &unverified),
+        Language::Python => python::build(&dir, &manifest, &unverified),
+        Language::Js => js::build(&dir, &manifest, &unverified),
+        Language::Go => go::build(&dir, &manifest, &unverified),
+        Language::C => c::build(&dir, &manifest, &unverified),
     }
-    verify(&output, manifest.kind)?;
+    .and_then(|()| verify(&unverified, manifest.kind));
+    if let Err(err) = built {
+        let _ = std::fs::remove_file(&unverified);
+        return Err(err);
+    }
+    staging::publish(&unverified, &output)?;
     Ok(output)
 }
 

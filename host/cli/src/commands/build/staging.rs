@@ -30,6 +30,7 @@ pub fn copy_sources(from: &Path, to: &Path, output: &Path, skip: &[&str]) -> any
         if name_text.starts_with('.')
             || name_text.ends_with(".wasm")
             || name_text.ends_with(".wasm.partial")
+            || name_text.ends_with(".wasm.unverified")
             || skip.contains(&name_text.as_ref())
             || source == output
         {
