@@ -136,36 +136,22 @@ fn plugin_build_compiles_a_python_folder_and_checks_it() {
     )
     .unwrap();
     let out_wasm = dir.path().join("echo.wasm");
-    let out = skyrl(&[
-        "plugin",
-        "build",
-        src.to_str().unwrap(),
-        "-o",
-        out_wasm.to_str().unwrap(),
-    ]);
+    let (src_arg, out_arg) = (src.to_str().unwrap(), out_wasm.to_str().unwrap());
+    let build = || skyrl(&["plugin", "build", src_arg, "-o", out_arg]);
+    let run_echo = || {
+        skyrl(&[
+            "env", "run", "--plugin", out_arg, "--prompt", "q", "--action", "hi",
+        ])
+    };
+    let out = build();
     assert!(out.status.success(), "{}", text(&out));
-    let out = skyrl(&[
-        "env",
-        "run",
-        "--plugin",
-        out_wasm.to_str().unwrap(),
-        "--prompt",
-        "q",
-        "--action",
-        "hi",
-    ]);
+    let out = run_echo();
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("\"reward\":1.0"), "{}", text(&out));
 
     // The manifest's kind must match what the code exports.
     std::fs::write(src.join("skyrl-plugin.toml"), "kind = \"tool\"\n").unwrap();
-    let out = skyrl(&[
-        "plugin",
-        "build",
-        src.to_str().unwrap(),
-        "-o",
-        out_wasm.to_str().unwrap(),
-    ]);
+    let out = build();
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains("skyrl-plugin.toml says"),
@@ -173,16 +159,7 @@ fn plugin_build_compiles_a_python_folder_and_checks_it() {
         text(&out)
     );
     // The failed build left the earlier component in place, still working.
-    let out = skyrl(&[
-        "env",
-        "run",
-        "--plugin",
-        out_wasm.to_str().unwrap(),
-        "--prompt",
-        "q",
-        "--action",
-        "hi",
-    ]);
+    let out = run_echo();
     assert!(text(&out).contains("\"reward\":1.0"), "{}", text(&out));
     assert!(!dir.path().join("echo.wasm.unverified").exists());
     // Bad manifests and folders fail fast with a clear message.

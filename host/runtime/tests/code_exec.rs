@@ -10,16 +10,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use skyrl_runtime::{Message, Plugin, PluginEngine, PluginError, ToolRouter};
-
-fn engine() -> &'static PluginEngine {
-    common::shared_engine()
-}
+use skyrl_runtime::{Message, Plugin, PluginError, ToolRouter};
 
 fn router() -> &'static Arc<ToolRouter> {
     static ROUTER: OnceLock<Arc<ToolRouter>> = OnceLock::new();
     ROUTER.get_or_init(|| {
-        Arc::new(ToolRouter::new(vec![common::load(engine(), "python")]).expect("router"))
+        Arc::new(
+            ToolRouter::new(vec![common::load(common::shared_engine(), "python")]).expect("router"),
+        )
     })
 }
 
@@ -159,7 +157,7 @@ fn bad_arguments_are_invalid_input() {
 }
 
 fn with_tools(name: &str) -> Plugin {
-    common::load(engine(), name)
+    common::load(common::shared_engine(), name)
         .with_tools(router().clone())
         .expect("tools wired")
 }
@@ -259,7 +257,7 @@ fn python_math_env_shows_program_output_then_scores_the_answer() {
 #[test]
 fn an_env_needing_a_missing_tool_is_refused() {
     let lonely = Arc::new(ToolRouter::new(vec![]).unwrap());
-    let err = common::load(engine(), "lcb")
+    let err = common::load(common::shared_engine(), "lcb")
         .with_tools(lonely)
         .err()
         .expect("refused");

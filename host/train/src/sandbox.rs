@@ -26,13 +26,13 @@ impl<'a> SandboxSettings<'a> {
         }
     }
 
-    /// `plugin` with the grants and limits of the first key among `names`
-    /// (the env class, then the plugin's own name) that has settings.
-    pub fn apply(&mut self, plugin: Plugin, names: &[&str]) -> anyhow::Result<Plugin> {
-        let Some((key, config)) = names
-            .iter()
-            .find_map(|name| self.settings.get_key_value(*name))
-        else {
+    /// `plugin` with the grants and limits keyed by `alias` (its env class or
+    /// rubric name) when there are any, else by the plugin's own name.
+    pub fn apply(&mut self, plugin: Plugin, alias: Option<&str>) -> anyhow::Result<Plugin> {
+        let found = alias
+            .and_then(|alias| self.settings.get_key_value(alias))
+            .or_else(|| self.settings.get_key_value(plugin.name()));
+        let Some((key, config)) = found else {
             return Ok(plugin);
         };
         self.used.insert(key.clone());

@@ -85,9 +85,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     )?;
     let mut tool_plugins = Vec::new();
     for (source, path) in args.tools.iter().zip(&tool_files) {
-        let plugin = load(source, path, "tool")?;
-        let name = plugin.name().to_string();
-        tool_plugins.push(sandbox.apply(plugin, &[&name])?);
+        tool_plugins.push(sandbox.apply(load(source, path, "tool")?, None)?);
     }
     let tools = Arc::new(ToolRouter::new(tool_plugins)?);
     let mut envs = EnvRegistry::default();
@@ -97,8 +95,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     for ((name, source), path) in parsed.iter().zip(&files) {
         let class = name.unwrap_or(&cfg.environment.env_class).to_string();
         let plugin = load(source, path, "environment")?;
-        let plugin_name = plugin.name().to_string();
-        let plugin = wire_tools(sandbox.apply(plugin, &[&class, &plugin_name])?, &tools)?;
+        let plugin = wire_tools(sandbox.apply(plugin, Some(&class))?, &tools)?;
         let env_cfg = cfg
             .environment
             .skyrl_gym
@@ -122,15 +119,13 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let reward_files = resolve_plugin_files(&reward_sources, &args.lock)?;
     for ((name, source), path) in reward_specs.iter().zip(&reward_files) {
         let plugin = load(source, path, "reward")?;
-        let plugin_name = plugin.name().to_string();
-        let plugin = wire_tools(sandbox.apply(plugin, &[name, &plugin_name])?, &tools)?;
+        let plugin = wire_tools(sandbox.apply(plugin, Some(name))?, &tools)?;
         envs.insert_reward(name, plugin);
     }
     if let Some(source) = &args.generator {
         let path = resolve_plugin_files(&[source.as_str()], &args.lock)?.remove(0);
         let plugin = load(source, &path, "generator")?;
-        let plugin_name = plugin.name().to_string();
-        let plugin = wire_tools(sandbox.apply(plugin, &[&plugin_name])?, &tools)?;
+        let plugin = wire_tools(sandbox.apply(plugin, None)?, &tools)?;
         envs.set_generator(plugin);
     }
     sandbox.check_all_used()?;

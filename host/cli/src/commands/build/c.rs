@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
-use skyrl_runtime::PluginKind;
 
 use super::componentize::componentize;
-use super::manifest::Manifest;
+use super::manifest::{GuestWorld, Manifest};
 use super::staging::{write, write_output};
 use super::{toolchain, WIT};
 
@@ -24,24 +23,19 @@ const SDK: &[(&str, &str)] = &[
     ("skyrl.c", include_str!("../../../../../sdk/c/skyrl.c")),
 ];
 
-/// The WIT world and the SDK's define selecting its glue, per plugin kind.
-fn world(kind: PluginKind) -> anyhow::Result<(&'static str, &'static str)> {
-    Ok(match kind {
-        PluginKind::Environment => ("environment-plugin", "SKYRL_WORLD_ENVIRONMENT"),
-        PluginKind::Tool => ("tool-plugin", "SKYRL_WORLD_TOOL"),
-        PluginKind::Reward => ("reward-plugin", "SKYRL_WORLD_REWARD"),
-        PluginKind::Generator => {
-            bail!("generator plugins are not supported in C yet (write them in Rust)")
-        }
-    })
+/// The SDK's define selecting each world's glue.
+fn world_define(world: GuestWorld) -> &'static str {
+    match world {
+        GuestWorld::Environment => "SKYRL_WORLD_ENVIRONMENT",
+        GuestWorld::Tool => "SKYRL_WORLD_TOOL",
+        GuestWorld::Reward => "SKYRL_WORLD_REWARD",
+    }
 }
 
 /// Builds `dir` (its `*.c` files, `manifest.entry` among them) into `output`.
 pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
-    let kind = manifest
-        .kind
-        .context("a C plugin's manifest must set `kind`")?;
-    let (world, define) = world(kind)?;
+    let guest = manifest.guest_world()?;
+    let (world, define) = (guest.wit_name(), world_define(guest));
     let sources = sources(dir, &manifest.entry)?;
 
     let staging = tempfile::tempdir().context("cannot create a staging folder")?;

@@ -13,10 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
-use skyrl_runtime::PluginKind;
 
 use super::componentize::componentize;
-use super::manifest::Manifest;
+use super::manifest::{GuestWorld, Manifest};
 use super::staging::{copy_sources, write, write_output};
 use super::{toolchain, WIT};
 
@@ -104,29 +103,21 @@ const GLUE_ENVIRONMENT: &str = include_str!("../../../../../sdk/go/_glue/environ
 const GLUE_TOOL: &str = include_str!("../../../../../sdk/go/_glue/tool.go");
 const GLUE_REWARD: &str = include_str!("../../../../../sdk/go/_glue/reward.go");
 
-/// The WIT world, and the exported interface's package and glue, per kind.
-fn world(kind: PluginKind) -> anyhow::Result<(&'static str, &'static str, &'static str)> {
-    Ok(match kind {
-        PluginKind::Environment => (
-            "environment-plugin",
-            "export_skyrl_plugin_environment",
-            GLUE_ENVIRONMENT,
-        ),
-        PluginKind::Tool => ("tool-plugin", "export_skyrl_plugin_tool", GLUE_TOOL),
-        PluginKind::Reward => ("reward-plugin", "export_skyrl_plugin_reward", GLUE_REWARD),
-        PluginKind::Generator => {
-            bail!("generator plugins are not supported in Go yet (write them in Rust)")
-        }
-    })
+/// Each world's exported-interface package and its glue.
+fn world_glue(world: GuestWorld) -> (&'static str, &'static str) {
+    match world {
+        GuestWorld::Environment => ("export_skyrl_plugin_environment", GLUE_ENVIRONMENT),
+        GuestWorld::Tool => ("export_skyrl_plugin_tool", GLUE_TOOL),
+        GuestWorld::Reward => ("export_skyrl_plugin_reward", GLUE_REWARD),
+    }
 }
 
 /// Builds `dir` (a Go `package main` holding `manifest.entry`, e.g.
 /// `plugin.go`) into `output`.
 pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
-    let kind = manifest
-        .kind
-        .context("a Go plugin's manifest must set `kind`")?;
-    let (world, export_package, glue) = world(kind)?;
+    let guest = manifest.guest_world()?;
+    let world = guest.wit_name();
+    let (export_package, glue) = world_glue(guest);
     let package = entry_package(&manifest.entry)?;
     let go = toolchain::find(
         "SKYRL_GO",

@@ -17,9 +17,8 @@ use std::path::{Component, Path};
 use std::process::Command;
 
 use anyhow::{bail, Context};
-use skyrl_runtime::PluginKind;
 
-use super::manifest::Manifest;
+use super::manifest::{GuestWorld, Manifest};
 use super::staging::{copy_sources, partial_path, publish, write};
 use super::{toolchain, WIT};
 
@@ -37,25 +36,19 @@ const DRIVER: &str = include_str!("../../../../../sdk/js/componentize.mjs");
 /// The generated entry module's file name in the staging folder.
 const ENTRY: &str = "skyrl-entry.js";
 
-/// The WIT world and its exported interface (the ES export name and the
-/// SDK's kind name), per kind.
-fn world(kind: PluginKind) -> anyhow::Result<(&'static str, &'static str)> {
-    Ok(match kind {
-        PluginKind::Environment => ("environment-plugin", "environment"),
-        PluginKind::Tool => ("tool-plugin", "tool"),
-        PluginKind::Reward => ("reward-plugin", "reward"),
-        PluginKind::Generator => {
-            bail!("generator plugins are not supported in JavaScript yet (write them in Rust)")
-        }
-    })
+/// The ES export name of each world's interface (also the SDK's kind name).
+fn interface(world: GuestWorld) -> &'static str {
+    match world {
+        GuestWorld::Environment => "environment",
+        GuestWorld::Tool => "tool",
+        GuestWorld::Reward => "reward",
+    }
 }
 
 /// Builds `dir` (with `manifest.entry`, e.g. `plugin.js`) into `output`.
 pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
-    let kind = manifest
-        .kind
-        .context("a JavaScript plugin's manifest must set `kind`")?;
-    let (world, iface) = world(kind)?;
+    let guest = manifest.guest_world()?;
+    let (world, iface) = (guest.wit_name(), interface(guest));
     let entry = entry_specifier(&manifest.entry)?;
     let node = toolchain::find(
         "SKYRL_NODE",

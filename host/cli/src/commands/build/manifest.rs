@@ -20,6 +20,38 @@ pub enum Language {
     C,
 }
 
+impl Language {
+    /// The language's name in messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Language::Rust => "Rust",
+            Language::Python => "Python",
+            Language::Js => "JavaScript",
+            Language::Go => "Go",
+            Language::C => "C",
+        }
+    }
+}
+
+/// A world the non-Rust SDKs build: every world but `generator-plugin`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestWorld {
+    Environment,
+    Tool,
+    Reward,
+}
+
+impl GuestWorld {
+    /// The world's name in the WIT package.
+    pub fn wit_name(self) -> &'static str {
+        match self {
+            GuestWorld::Environment => "environment-plugin",
+            GuestWorld::Tool => "tool-plugin",
+            GuestWorld::Reward => "reward-plugin",
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -86,6 +118,23 @@ impl Manifest {
             language,
             entry,
             name: raw.name,
+        })
+    }
+
+    /// The world a non-Rust plugin builds: its `kind`, which the manifest
+    /// must set and which cannot be a generator.
+    pub fn guest_world(&self) -> anyhow::Result<GuestWorld> {
+        let language = self.language.label();
+        let kind = self
+            .kind
+            .with_context(|| format!("a {language} plugin's manifest must set `kind`"))?;
+        Ok(match kind {
+            PluginKind::Environment => GuestWorld::Environment,
+            PluginKind::Tool => GuestWorld::Tool,
+            PluginKind::Reward => GuestWorld::Reward,
+            PluginKind::Generator => {
+                bail!("generator plugins are not supported in {language} yet (write them in Rust)")
+            }
         })
     }
 

@@ -4,10 +4,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{bail, Context};
-use skyrl_runtime::PluginKind;
+use anyhow::Context;
 
-use super::manifest::Manifest;
+use super::manifest::{GuestWorld, Manifest};
 use super::staging::{partial_path, publish, write};
 use super::{toolchain, WIT};
 
@@ -55,24 +54,19 @@ const SDK: &[(&str, &str)] = &[
     ),
 ];
 
-/// The WIT world and the SDK module exporting it, per plugin kind.
-fn world(kind: PluginKind) -> anyhow::Result<(&'static str, &'static str)> {
-    Ok(match kind {
-        PluginKind::Environment => ("environment-plugin", "_env_world"),
-        PluginKind::Tool => ("tool-plugin", "_tool_world"),
-        PluginKind::Reward => ("reward-plugin", "_reward_world"),
-        PluginKind::Generator => {
-            bail!("generator plugins are not supported in Python yet (write them in Rust)")
-        }
-    })
+/// The SDK module exporting each world.
+fn glue_module(world: GuestWorld) -> &'static str {
+    match world {
+        GuestWorld::Environment => "_env_world",
+        GuestWorld::Tool => "_tool_world",
+        GuestWorld::Reward => "_reward_world",
+    }
 }
 
 /// Builds `dir` (with `manifest.entry`, e.g. `plugin.py`) into `output`.
 pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
-    let kind = manifest
-        .kind
-        .context("a Python plugin's manifest must set `kind`")?;
-    let (world, glue) = world(kind)?;
+    let guest = manifest.guest_world()?;
+    let (world, glue) = (guest.wit_name(), glue_module(guest));
     let module = Path::new(&manifest.entry)
         .file_stem()
         .and_then(|s| s.to_str())
@@ -91,7 +85,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
         &root.join("app/app.py"),
         &format!("import {module}  # registers the plugin\nfrom skyrl_sdk.{glue} import *  # noqa: F401,F403\n"),
     )?;
-    if kind == PluginKind::Environment {
+    if guest == GuestWorld::Environment {
         write(
             &root.join("app/environment.py"),
             "from skyrl_sdk._env_world import Env  # noqa: F401\n",
