@@ -17,6 +17,7 @@
 
 pub mod atomic_dir;
 pub mod chat_template;
+pub mod checkpointing;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -29,9 +30,10 @@ pub mod tiny;
 pub mod tokenizer;
 pub mod weights;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use chat_template::{ChatMessage, ChatTemplate};
+pub use checkpointing::LayerCheckpoints;
 pub use config::{Arch, ModelConfig, TokenIds};
 pub use engine::{generate, generate_with_streams, BatchRequest, InferenceEngine, SampleStream};
 pub use error::{ModelError, Result};
@@ -39,6 +41,14 @@ pub use model::{CausalLm, LoadOptions, LogprobOptions, TokenLogprobs};
 pub use sampling::{Completion, LogprobMode, SamplingParams, StopMatch, StopReason};
 pub use tiny::{init_tiny_model, TinySize};
 pub use tokenizer::Tokenizer;
+
+/// Expands a leading `~/` with `$HOME` (config paths: models, data, logs).
+pub fn expand_home(p: &str) -> PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => PathBuf::from(p),
+    }
+}
 
 /// Loads a Hugging Face model directory: weights + config and its tokenizer.
 pub fn load_pretrained(

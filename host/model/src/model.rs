@@ -65,11 +65,11 @@ pub struct TokenLogprobs {
 pub struct CausalLm {
     vs: nn::VarStore,
     config: ModelConfig,
-    embed_tokens: Tensor,
-    layers: Vec<DecoderLayer>,
-    norm: RmsNorm,
+    pub(crate) embed_tokens: Tensor,
+    pub(crate) layers: Vec<DecoderLayer>,
+    pub(crate) norm: RmsNorm,
     lm_head: Tensor,
-    rotary: Rotary,
+    pub(crate) rotary: Rotary,
 }
 
 const LM_HEAD: &str = "lm_head.weight";
@@ -213,6 +213,14 @@ impl CausalLm {
             .sum::<usize>() as i64
     }
 
+    /// The weights as `(name, tensor)` sorted by name (HF names; tied
+    /// embeddings once). The tensors share storage with the model.
+    pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut v: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
     /// Copies every weight of `other` (same architecture and shapes) into this model,
     /// across devices and dtypes. Used for reference models and inference copies.
     pub fn copy_weights_from(&mut self, other: &CausalLm) -> Result<()> {
@@ -279,23 +287,7 @@ impl CausalLm {
     /// Full (uncached) forward: logits `[B, T, V]` in the model dtype.
     /// `attention_mask [B, T]` (1 = token, 0 = padding) defaults to all ones.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
-        self.check_ids(input_ids)?;
-        let mask = match attention_mask {
-            Some(m) => {
-                if m.size() != input_ids.size() {
-                    return Err(ModelError::Input(format!(
-                        "attention_mask shape {:?} differs from input_ids {:?}",
-                        m.size(),
-                        input_ids.size()
-                    )));
-                }
-                m.to_device(self.device()).to_kind(Kind::Bool)
-            }
-            None => input_ids.ones_like().to_kind(Kind::Bool),
-        };
-        let ids = input_ids.to_device(self.device());
-        let positions = positions_from_mask(&mask);
-        let additive = additive_mask(&mask, ids.size()[1], 0, self.kind());
+        let (ids, positions, additive) = self.full_inputs(input_ids, attention_mask)?;
         let hidden = self.forward_hidden(&ids, &positions, &additive, None);
         Ok(self.logits(&hidden))
     }
@@ -315,19 +307,19 @@ impl CausalLm {
         attention_mask: &Tensor,
         options: &LogprobOptions,
     ) -> Result<TokenLogprobs> {
-        let t = input_ids.size().get(1).copied().unwrap_or(0);
-        if t < 2 {
-            return Err(ModelError::Input(format!(
-                "forward_logprobs needs at least 2 tokens per row, got {t}"
-            )));
-        }
-        if options.temperature <= 0.0 {
-            return Err(ModelError::Input(format!(
-                "temperature must be positive, got {}",
-                options.temperature
-            )));
-        }
+        check_logprob_input(input_ids, options)?;
         let logits = self.forward(input_ids, Some(attention_mask))?;
+        Ok(self.logprobs_of_logits(&logits, input_ids, options))
+    }
+
+    /// Next-token logprobs (and entropy) of `logits [B, T, V]` for `input_ids [B, T]`.
+    pub(crate) fn logprobs_of_logits(
+        &self,
+        logits: &Tensor,
+        input_ids: &Tensor,
+        options: &LogprobOptions,
+    ) -> TokenLogprobs {
+        let t = input_ids.size()[1];
         let logits = logits.narrow(1, 0, t - 1).to_kind(Kind::Float);
         let logits = if options.temperature != 1.0 {
             logits / options.temperature
@@ -344,7 +336,33 @@ impl CausalLm {
             let logp = &logits - &log_z;
             -(logp.exp() * logp).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float)
         });
-        Ok(TokenLogprobs { logprobs, entropy })
+        TokenLogprobs { logprobs, entropy }
+    }
+
+    /// Device tensors of a full forward: ids, positions and the additive mask.
+    pub(crate) fn full_inputs(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        self.check_ids(input_ids)?;
+        let mask = match attention_mask {
+            Some(m) => {
+                if m.size() != input_ids.size() {
+                    return Err(ModelError::Input(format!(
+                        "attention_mask shape {:?} differs from input_ids {:?}",
+                        m.size(),
+                        input_ids.size()
+                    )));
+                }
+                m.to_device(self.device()).to_kind(Kind::Bool)
+            }
+            None => input_ids.ones_like().to_kind(Kind::Bool),
+        };
+        let ids = input_ids.to_device(self.device());
+        let positions = positions_from_mask(&mask);
+        let additive = additive_mask(&mask, ids.size()[1], 0, self.kind());
+        Ok((ids, positions, additive))
     }
 
     fn check_ids(&self, input_ids: &Tensor) -> Result<()> {
@@ -374,6 +392,23 @@ impl CausalLm {
         }
         Ok(())
     }
+}
+
+/// Input checks of the logprob forwards: at least 2 tokens, a positive temperature.
+pub(crate) fn check_logprob_input(input_ids: &Tensor, options: &LogprobOptions) -> Result<()> {
+    let t = input_ids.size().get(1).copied().unwrap_or(0);
+    if t < 2 {
+        return Err(ModelError::Input(format!(
+            "forward_logprobs needs at least 2 tokens per row, got {t}"
+        )));
+    }
+    if options.temperature <= 0.0 {
+        return Err(ModelError::Input(format!(
+            "temperature must be positive, got {}",
+            options.temperature
+        )));
+    }
+    Ok(())
 }
 
 /// Positions from a `[B, T]` 0/1 mask: `cumsum - 1`, padding set to 1 (as skyrl does).

@@ -16,9 +16,9 @@ use serde_json::json;
 use skyrl_model::{ChatMessage, LogprobMode, SampleStream, SamplingParams, Tokenizer};
 use tokio::sync::oneshot;
 
-use crate::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequest};
-use crate::openai::*;
 use crate::worker::{EngineCommand, EngineWorker};
+use skyrl_inference::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequest};
+use skyrl_inference::openai::*;
 
 /// Shared handler state.
 #[derive(Clone)]

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::json;
+use skyrl_rollout::PluginSet;
 use skyrl_runtime::{Plugin, PluginEngine};
 use skyrl_train::config::load_config_str;
-use skyrl_train::generator::EnvRegistry;
 use skyrl_train::trainer::{TrainOptions, Trainer};
 
 const STEPS: u64 = 10;
@@ -21,7 +21,7 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn envs() -> EnvRegistry {
+fn envs() -> PluginSet {
     let wasm = repo().join("artifacts/plugins/string_transform.wasm");
     assert!(
         wasm.is_file(),
@@ -29,7 +29,7 @@ fn envs() -> EnvRegistry {
         wasm.display()
     );
     let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).unwrap();
-    let mut envs = EnvRegistry::default();
+    let mut envs = PluginSet::default();
     envs.insert("string_transform", plugin, json!({}));
     envs
 }
@@ -64,6 +64,9 @@ fn run(mode: &str) -> Outcome {
         "trainer.resume_mode=none".into(),
         "trainer.max_prompt_length=64".into(),
         "trainer.algorithm.use_tis=true".into(),
+        // fp32 without recomputation (the defaults are bf16 and gradient checkpointing).
+        "trainer.bf16=false".into(),
+        "trainer.gradient_checkpointing=false".into(),
         "trainer.policy.model.init.vocab_size=99".into(),
         "trainer.policy.model.init.tokenizer=char".into(),
         "trainer.policy.optimizer_config.lr=2e-3".into(),

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde_json::json;
+use skyrl_rollout::PluginSet;
 use skyrl_runtime::{Plugin, PluginEngine};
 use skyrl_train::config::{load_config_str, SkyrlConfig};
-use skyrl_train::generator::EnvRegistry;
 use skyrl_train::trainer::{TrainOptions, Trainer};
 use tch::Tensor;
 
@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn envs() -> EnvRegistry {
+fn envs() -> PluginSet {
     let wasm = repo().join("artifacts/plugins/string_transform.wasm");
     assert!(
         wasm.is_file(),
@@ -26,7 +26,7 @@ fn envs() -> EnvRegistry {
     );
     let engine = PluginEngine::shared().expect("plugin engine");
     let plugin = Plugin::load(&engine, &wasm).expect("load string_transform.wasm");
-    let mut envs = EnvRegistry::default();
+    let mut envs = PluginSet::default();
     envs.insert("string_transform", plugin, json!({}));
     envs
 }
@@ -56,6 +56,9 @@ fn config(dir: &Path, extra: &[&str]) -> SkyrlConfig {
         "trainer.policy.model.init.intermediate_size=128".into(),
         "trainer.policy.model.init.tokenizer=char".into(),
         "trainer.algorithm.use_kl_loss=true".into(),
+        // fp32 without recomputation (the defaults are bf16 and gradient checkpointing).
+        "trainer.bf16=false".into(),
+        "trainer.gradient_checkpointing=false".into(),
         "generator.n_samples_per_prompt=4".into(),
         "generator.sampling_params.max_generate_length=6".into(),
         "environment.env_class=string_transform".into(),
@@ -335,7 +338,7 @@ fn step_wise_trajectories_train_one_sample_per_turn() {
     let dir = tempfile::tempdir().unwrap();
     let multi = repo().join("artifacts/plugins/gsm8k_multi_turn.wasm");
     let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &multi).unwrap();
-    let mut envs = EnvRegistry::default();
+    let mut envs = PluginSet::default();
     // The multi-turn env runs on the string_transform prompts: it never sees
     // a correct `####` answer, so every trajectory takes max_turns turns.
     envs.insert("string_transform", plugin, json!({}));
@@ -367,13 +370,13 @@ fn step_wise_trajectories_train_one_sample_per_turn() {
     assert!(m["loss"].is_finite() && m["grad_norm"].is_finite());
 }
 
-fn with_generator(envs: &mut EnvRegistry, name: &str) {
+fn with_generator(envs: &mut PluginSet, name: &str) {
     let wasm = repo().join(format!("artifacts/plugins/{name}.wasm"));
     let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).unwrap();
     envs.set_generator(plugin);
 }
 
-fn one_step(cfg: SkyrlConfig, envs: EnvRegistry) -> skyrl_train::trainer::RunSummary {
+fn one_step(cfg: SkyrlConfig, envs: PluginSet) -> skyrl_train::trainer::RunSummary {
     static INIT: Mutex<()> = Mutex::new(());
     let mut t = {
         let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
@@ -415,7 +418,7 @@ fn best_of_n_generator_plugin_beats_single_samples() {
 fn tree_search_generator_plugin_runs_multi_turn_episodes() {
     let dir = tempfile::tempdir().unwrap();
     let multi = repo().join("artifacts/plugins/gsm8k_multi_turn.wasm");
-    let mut e = EnvRegistry::default();
+    let mut e = PluginSet::default();
     e.insert(
         "string_transform",
         Plugin::load(&PluginEngine::shared().unwrap(), &multi).unwrap(),

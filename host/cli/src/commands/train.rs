@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use skyrl_rollout::sandbox::{wire_tools, SandboxSettings};
+use skyrl_rollout::PluginSet;
 use skyrl_runtime::{Plugin, PluginEngine, ToolRouter};
-use skyrl_train::config::load_config;
-use skyrl_train::generator::EnvRegistry;
-use skyrl_train::sandbox::{wire_tools, SandboxSettings};
+use skyrl_train::config::{load_config, SkyrlConfig};
 use skyrl_train::trainer::{train, TrainOptions};
 
 use crate::plugin_source::{resolve_plugin_files, LockArgs};
@@ -60,9 +60,90 @@ fn parse_plugin(spec: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// Every plugin source of a run, by role, resolved in one pass (one lock
+/// file update, one registry client) and loaded into one [`PluginSet`].
+struct PluginSources<'a> {
+    tools: Vec<&'a str>,
+    /// `(env class or None for environment.env_class, source)`.
+    envs: Vec<(Option<&'a str>, &'a str)>,
+    /// `(rubric name, source)`.
+    rewards: Vec<(&'a str, &'a str)>,
+    generator: Option<&'a str>,
+}
+
+impl<'a> PluginSources<'a> {
+    fn from_args(args: &'a TrainArgs) -> anyhow::Result<Self> {
+        let rewards = args
+            .rewards
+            .iter()
+            .map(|spec| match parse_plugin(spec) {
+                (Some(name), source) => Ok((name, source)),
+                (None, _) => Err(anyhow::anyhow!(
+                    "--reward `{spec}` must be NAME=SOURCE (the name used in environment.reward_rubric)"
+                )),
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            tools: args.tools.iter().map(String::as_str).collect(),
+            envs: args.plugins.iter().map(|s| parse_plugin(s)).collect(),
+            rewards,
+            generator: args.generator.as_deref(),
+        })
+    }
+
+    /// Resolves every source to a local file (pulling `oci://` references),
+    /// applies `environment.sandbox`, wires tools and loads the plugins.
+    fn load(&self, cfg: &SkyrlConfig, lock: &LockArgs) -> anyhow::Result<PluginSet> {
+        let mut all: Vec<&str> = self.tools.clone();
+        all.extend(self.envs.iter().map(|(_, s)| *s));
+        all.extend(self.rewards.iter().map(|(_, s)| *s));
+        all.extend(self.generator);
+        let mut files = resolve_plugin_files(&all, lock)?.into_iter();
+        let mut next = || files.next().expect("one file per source");
+        let engine = PluginEngine::shared()?;
+        let mut sandbox = SandboxSettings::new(&cfg.environment.sandbox);
+        let load = |source: &str, path: &std::path::Path, what: &str| {
+            Plugin::load(&engine, path)
+                .with_context(|| format!("cannot load {what} plugin {source}"))
+        };
+        let mut tool_plugins = Vec::new();
+        for source in &self.tools {
+            tool_plugins.push(sandbox.apply(load(source, &next(), "tool")?, None)?);
+        }
+        let tools = Arc::new(ToolRouter::new(tool_plugins)?);
+        let mut set = PluginSet::default();
+        for (name, source) in &self.envs {
+            let class = name.unwrap_or(&cfg.environment.env_class).to_string();
+            let plugin = load(source, &next(), "environment")?;
+            let plugin = wire_tools(sandbox.apply(plugin, Some(&class))?, &tools)?;
+            let env_cfg = cfg
+                .environment
+                .skyrl_gym
+                .envs
+                .get(&class)
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({}));
+            set.insert(&class, plugin, env_cfg);
+        }
+        for (name, source) in &self.rewards {
+            let plugin = load(source, &next(), "reward")?;
+            set.insert_reward(
+                name,
+                wire_tools(sandbox.apply(plugin, Some(name))?, &tools)?,
+            );
+        }
+        if let Some(source) = self.generator {
+            let plugin = load(source, &next(), "generator")?;
+            set.set_generator(wire_tools(sandbox.apply(plugin, None)?, &tools)?);
+        }
+        sandbox.check_all_used()?;
+        Ok(set)
+    }
+}
+
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
-    let mut overrides = args.overrides;
-    let mut config = args.config;
+    let mut overrides = args.overrides.clone();
+    let mut config = args.config.clone();
     if config.is_none() && overrides.first().is_some_and(|a| !a.contains('=')) {
         config = Some(PathBuf::from(overrides.remove(0)));
     }
@@ -73,62 +154,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         overrides.push("trainer.resume_mode=latest".into());
     }
     let cfg = load_config(config.as_deref(), &overrides)?;
-    let engine = PluginEngine::shared()?;
-    let mut sandbox = SandboxSettings::new(&cfg.environment.sandbox);
-    let load = |source: &str, path: &std::path::Path, what: &str| {
-        Plugin::load(&engine, path).with_context(|| format!("cannot load {what} plugin {source}"))
-    };
-
-    let tool_files = resolve_plugin_files(
-        &args.tools.iter().map(String::as_str).collect::<Vec<_>>(),
-        &args.lock,
-    )?;
-    let mut tool_plugins = Vec::new();
-    for (source, path) in args.tools.iter().zip(&tool_files) {
-        tool_plugins.push(sandbox.apply(load(source, path, "tool")?, None)?);
-    }
-    let tools = Arc::new(ToolRouter::new(tool_plugins)?);
-    let mut envs = EnvRegistry::default();
-    let parsed: Vec<_> = args.plugins.iter().map(|s| parse_plugin(s)).collect();
-    let sources: Vec<&str> = parsed.iter().map(|(_, source)| *source).collect();
-    let files = resolve_plugin_files(&sources, &args.lock)?;
-    for ((name, source), path) in parsed.iter().zip(&files) {
-        let class = name.unwrap_or(&cfg.environment.env_class).to_string();
-        let plugin = load(source, path, "environment")?;
-        let plugin = wire_tools(sandbox.apply(plugin, Some(&class))?, &tools)?;
-        let env_cfg = cfg
-            .environment
-            .skyrl_gym
-            .envs
-            .get(&class)
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({}));
-        envs.insert(&class, plugin, env_cfg);
-    }
-    let reward_specs: Vec<(&str, &str)> = args
-        .rewards
-        .iter()
-        .map(|spec| match parse_plugin(spec) {
-            (Some(name), source) => Ok((name, source)),
-            (None, _) => Err(anyhow::anyhow!(
-                "--reward `{spec}` must be NAME=SOURCE (the name used in environment.reward_rubric)"
-            )),
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let reward_sources: Vec<&str> = reward_specs.iter().map(|(_, s)| *s).collect();
-    let reward_files = resolve_plugin_files(&reward_sources, &args.lock)?;
-    for ((name, source), path) in reward_specs.iter().zip(&reward_files) {
-        let plugin = load(source, path, "reward")?;
-        let plugin = wire_tools(sandbox.apply(plugin, Some(name))?, &tools)?;
-        envs.insert_reward(name, plugin);
-    }
-    if let Some(source) = &args.generator {
-        let path = resolve_plugin_files(&[source.as_str()], &args.lock)?.remove(0);
-        let plugin = load(source, &path, "generator")?;
-        let plugin = wire_tools(sandbox.apply(plugin, None)?, &tools)?;
-        envs.set_generator(plugin);
-    }
-    sandbox.check_all_used()?;
+    let envs = PluginSources::from_args(&args)?.load(&cfg, &args.lock)?;
     let summary = train(
         cfg,
         envs,
@@ -138,6 +164,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             engine_program: std::env::current_exe().ok(),
         },
     )?;
+    if summary.rank != 0 {
+        // Rank 0 reports the run (and wrote its files).
+        return Ok(());
+    }
     let first = summary.steps.first().and_then(|m| m.get("reward/mean"));
     let last = summary.steps.last().and_then(|m| m.get("reward/mean"));
     println!(

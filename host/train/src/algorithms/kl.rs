@@ -128,22 +128,61 @@ pub fn apply_kl_penalty_to_rewards(
     estimator: KlEstimator,
     ctrl: &mut KlController,
 ) -> KlRewardPenalty {
-    let kl = compute_approx_kl(log_probs, ref_log_probs, Some(loss_mask), estimator);
-    let mean_kl = masked_mean_dim(&kl, loss_mask, -1)
-        .mean(Kind::Float)
-        .double_value(&[]);
-    let mean_max_kl = kl
-        .abs()
-        .amax([-1i64].as_slice(), false)
-        .mean(Kind::Float)
-        .double_value(&[]);
-    let rewards = token_level_rewards - &kl * ctrl.value();
-    ctrl.update(mean_kl, token_level_rewards.size()[0] as usize);
-    KlRewardPenalty {
+    let penalty = KlPenaltyInput {
+        token_level_rewards,
+        log_probs,
+        ref_log_probs,
+        loss_mask,
+        estimator,
+    };
+    apply_kl_penalty_over_ranks(&penalty, ctrl, |x| Ok(x.to_vec()))
+        .expect("summing in one process cannot fail")
+}
+
+/// The tensors of [`apply_kl_penalty_to_rewards`].
+pub struct KlPenaltyInput<'a> {
+    pub token_level_rewards: &'a Tensor,
+    pub log_probs: &'a Tensor,
+    pub ref_log_probs: &'a Tensor,
+    pub loss_mask: &'a Tensor,
+    pub estimator: KlEstimator,
+}
+
+/// [`apply_kl_penalty_to_rewards`] for a batch split over ranks: the means fed
+/// to the controller are over every rank's sequences, `sum_over_ranks`
+/// summing `[sum of sequence means, sum of max |kl|, sequences]`.
+pub fn apply_kl_penalty_over_ranks(
+    input: &KlPenaltyInput,
+    ctrl: &mut KlController,
+    sum_over_ranks: impl Fn(&[f64]) -> anyhow::Result<Vec<f64>>,
+) -> anyhow::Result<KlRewardPenalty> {
+    let kl = compute_approx_kl(
+        input.log_probs,
+        input.ref_log_probs,
+        Some(input.loss_mask),
+        input.estimator,
+    );
+    let rows = input.token_level_rewards.size()[0] as f64;
+    let local = [
+        masked_mean_dim(&kl, input.loss_mask, -1)
+            .sum(Kind::Double)
+            .double_value(&[]),
+        kl.abs()
+            .amax([-1i64].as_slice(), false)
+            .sum(Kind::Double)
+            .double_value(&[]),
+        rows,
+    ];
+    let total = sum_over_ranks(&local)?;
+    let n = total[2].max(1.0);
+    let (mean_kl, mean_max_kl) = (total[0] / n, total[1] / n);
+    let rewards = input.token_level_rewards - &kl * ctrl.value();
+    ctrl.update(mean_kl, total[2] as usize);
+    Ok(KlRewardPenalty {
         token_level_rewards: rewards,
         mean_kl,
         mean_max_kl,
-    }
+    })
 }
 
 /// Entropy of the categorical distribution per position: `logsumexp(z) - sum(softmax(z) * z)`.

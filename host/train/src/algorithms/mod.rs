@@ -9,6 +9,7 @@ pub mod masked;
 pub mod off_policy;
 pub mod policy_loss;
 pub mod reduction;
+pub mod step_wise;
 
 pub use advantage::{
     critic_value_loss, AdvantageEstimator, AdvantageEstimatorRegistry, AdvantageInput,

@@ -1,11 +1,16 @@
 //! Typed configuration tree mirroring skyrl-train's (`data`, `trainer`,
 //! `generator`, `environment`), with skyrl's defaults. Every struct rejects
-//! unknown keys so typos fail loudly.
-
-use std::collections::BTreeMap;
+//! unknown keys so typos fail loudly. The `generator` and `environment`
+//! sections are owned by skyrl-rollout (and `generator.inference_engine` by
+//! skyrl-inference) and re-exported here, so the tree reads as one.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+
+pub use skyrl_inference::InferenceEngineConfig;
+pub use skyrl_rollout::config::{
+    ChatTemplateConfig, CustomGeneratorConfig, DirGrant, EnvironmentConfig, GeneratorConfig,
+    PluginSandboxConfig, RubricComponent, RubricConfig, SamplingParams, SkyrlGymConfig,
+};
 
 /// Root of the configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -39,7 +44,12 @@ impl Default for DataConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct TrainerConfig {
     pub placement: PlacementConfig,
+    /// `fsdp2` / `fsdp` (optimizer state and gradients sharded over the
+    /// ranks, ZeRO-2), `ddp` (replicated, gradients all-reduced); `tch` is
+    /// the old name of `ddp`. One process: the same update either way.
     pub strategy: String,
+    /// Seconds a collective or the rendezvous may wait for another rank.
+    pub dist_timeout_s: f64,
     pub policy: PolicyConfig,
     #[serde(rename = "ref")]
     pub reference: RefConfig,
@@ -88,7 +98,8 @@ impl Default for TrainerConfig {
     fn default() -> Self {
         Self {
             placement: PlacementConfig::default(),
-            strategy: "tch".into(),
+            strategy: "fsdp2".into(),
+            dist_timeout_s: 1800.0,
             policy: PolicyConfig::default(),
             reference: RefConfig::default(),
             critic: CriticConfig::default(),
@@ -548,288 +559,6 @@ impl Default for FullyAsyncConfig {
         Self {
             max_staleness_steps: 4,
             num_parallel_generation_workers: 768,
-        }
-    }
-}
-
-/// `generator.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GeneratorConfig {
-    pub inference_engine: InferenceEngineConfig,
-    pub n_samples_per_prompt: usize,
-    pub batched: bool,
-    pub max_turns: usize,
-    /// null = `trainer.max_prompt_length`.
-    pub max_input_length: Option<usize>,
-    pub chat_template: ChatTemplateConfig,
-    pub chat_template_kwargs: BTreeMap<String, Json>,
-    pub sampling_params: SamplingParams,
-    pub use_conversation_multi_turn: bool,
-    pub append_eos_token_after_stop_str_in_multi_turn: bool,
-    /// null = greedy (temperature 0) with the training max_generate_length.
-    pub eval_sampling_params: Option<SamplingParams>,
-    pub eval_n_samples_per_prompt: usize,
-    pub zero_reward_on_non_stop: bool,
-    pub apply_overlong_filtering: bool,
-    pub step_wise_trajectories: bool,
-    /// Settings of the generator plugin passed with `skyrl train --generator`.
-    pub custom_generator: CustomGeneratorConfig,
-}
-
-/// `generator.custom_generator.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CustomGeneratorConfig {
-    /// Free-form options handed to the plugin (`sampling.config`).
-    pub config: Json,
-    /// Limit for one `generate` call of the plugin, in seconds.
-    pub timeout_s: f64,
-}
-
-impl Default for CustomGeneratorConfig {
-    fn default() -> Self {
-        Self {
-            config: Json::Object(Default::default()),
-            timeout_s: 600.0,
-        }
-    }
-}
-
-impl Default for GeneratorConfig {
-    fn default() -> Self {
-        Self {
-            inference_engine: InferenceEngineConfig::default(),
-            n_samples_per_prompt: 5,
-            batched: false,
-            max_turns: 1,
-            max_input_length: None,
-            chat_template: ChatTemplateConfig::default(),
-            chat_template_kwargs: BTreeMap::new(),
-            sampling_params: SamplingParams::default(),
-            use_conversation_multi_turn: true,
-            append_eos_token_after_stop_str_in_multi_turn: true,
-            eval_sampling_params: None,
-            eval_n_samples_per_prompt: 1,
-            zero_reward_on_non_stop: false,
-            apply_overlong_filtering: false,
-            step_wise_trajectories: false,
-            custom_generator: CustomGeneratorConfig::default(),
-        }
-    }
-}
-
-/// `generator.sampling_params.*` / `generator.eval_sampling_params.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SamplingParams {
-    pub max_generate_length: usize,
-    pub repetition_penalty: f64,
-    pub temperature: f64,
-    pub top_p: f64,
-    pub min_p: f64,
-    /// -1 disables top-k.
-    pub top_k: i64,
-    /// null = do not return logprobs.
-    pub logprobs: Option<i64>,
-    pub stop: Option<Vec<String>>,
-}
-
-impl Default for SamplingParams {
-    fn default() -> Self {
-        Self {
-            max_generate_length: 1024,
-            repetition_penalty: 1.0,
-            temperature: 1.0,
-            top_p: 1.0,
-            min_p: 0.0,
-            top_k: -1,
-            logprobs: Some(1),
-            stop: None,
-        }
-    }
-}
-
-/// `generator.chat_template.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ChatTemplateConfig {
-    /// `name` or `file`.
-    pub source: String,
-    pub name_or_path: Option<String>,
-}
-
-impl Default for ChatTemplateConfig {
-    fn default() -> Self {
-        Self {
-            source: "name".into(),
-            name_or_path: None,
-        }
-    }
-}
-
-/// `generator.inference_engine.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct InferenceEngineConfig {
-    pub model_dtype: String,
-    pub run_engines_locally: bool,
-    pub num_engines: usize,
-    /// `tch` (in-process libtorch engine).
-    pub backend: String,
-    /// `colocated` (in-process engine), `checkpoint` (safetensors + reload) or `nccl`.
-    pub weight_sync_backend: String,
-    /// Directory for `checkpoint` weight sync; every engine must read it
-    /// (null = `<trainer.export_path>/weight_sync`).
-    pub weight_sync_path: Option<String>,
-    /// Seconds one request to a remote engine may take.
-    pub request_timeout_s: f64,
-    /// Extra attempts after a failed remote request (other servers first).
-    pub max_retries: u32,
-    /// First retry backoff in seconds (doubles per attempt).
-    pub retry_backoff_s: f64,
-    /// Seconds to wait for engines to come up (`/health`).
-    pub engine_startup_timeout_s: f64,
-    /// Bearer token for remote engines started with `--api-key`.
-    pub api_key: Option<String>,
-    pub tensor_parallel_size: usize,
-    pub async_engine: bool,
-    pub enable_prefix_caching: bool,
-    pub max_num_batched_tokens: usize,
-    pub max_num_seqs: usize,
-    pub gpu_memory_utilization: f64,
-    pub enforce_eager: bool,
-    pub remote_urls: Vec<String>,
-    pub enable_http_endpoint: bool,
-    pub http_endpoint_host: String,
-    pub http_endpoint_port: u16,
-    pub served_model_name: Option<String>,
-    /// Pass-through engine arguments.
-    pub engine_init_kwargs: BTreeMap<String, Json>,
-}
-
-impl Default for InferenceEngineConfig {
-    fn default() -> Self {
-        Self {
-            model_dtype: "bfloat16".into(),
-            run_engines_locally: true,
-            num_engines: 1,
-            backend: "tch".into(),
-            weight_sync_backend: "colocated".into(),
-            weight_sync_path: None,
-            request_timeout_s: 600.0,
-            max_retries: 3,
-            retry_backoff_s: 0.5,
-            engine_startup_timeout_s: 120.0,
-            api_key: None,
-            tensor_parallel_size: 1,
-            async_engine: true,
-            enable_prefix_caching: true,
-            max_num_batched_tokens: 8192,
-            max_num_seqs: 1024,
-            gpu_memory_utilization: 0.8,
-            enforce_eager: true,
-            remote_urls: Vec::new(),
-            enable_http_endpoint: false,
-            http_endpoint_host: "127.0.0.1".into(),
-            http_endpoint_port: 8000,
-            served_model_name: None,
-            engine_init_kwargs: BTreeMap::new(),
-        }
-    }
-}
-
-/// `environment.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EnvironmentConfig {
-    /// Default env class for rows whose dataset `env_class` is empty.
-    pub env_class: String,
-    pub skyrl_gym: SkyrlGymConfig,
-    /// Extra reward plugins composed with the env's reward (null = env reward only).
-    pub reward_rubric: Option<RubricConfig>,
-    /// Sandbox grants and limits per plugin, keyed by plugin name or env
-    /// class (`environment.sandbox.<name>.*`).
-    pub sandbox: BTreeMap<String, PluginSandboxConfig>,
-}
-
-/// `environment.sandbox.<name>`: what one plugin's sandbox may read and how
-/// much it may use; unset limits keep the engine defaults.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PluginSandboxConfig {
-    /// Host directories the plugin sees read-only.
-    pub read_only_dirs: Vec<DirGrant>,
-    /// Linear memory cap per instance, bytes.
-    pub memory_bytes: Option<usize>,
-    /// Wall-clock deadline per call, milliseconds.
-    pub call_timeout_ms: Option<u64>,
-    /// Fuel (about one per wasm instruction) per call.
-    pub fuel_per_call: Option<u64>,
-}
-
-/// One read-only directory grant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DirGrant {
-    /// Directory on the host (`~` and paths relative to the working directory allowed).
-    pub host: String,
-    /// Where the plugin sees it, e.g. `/data`.
-    pub guest: String,
-}
-
-impl Default for EnvironmentConfig {
-    fn default() -> Self {
-        Self {
-            env_class: "gsm8k".into(),
-            skyrl_gym: SkyrlGymConfig::default(),
-            reward_rubric: None,
-            sandbox: BTreeMap::new(),
-        }
-    }
-}
-
-/// `environment.reward_rubric`: reward = `env_weight` x env reward + the
-/// weighted sum of the components' scores.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RubricConfig {
-    pub env_weight: f64,
-    pub components: Vec<RubricComponent>,
-}
-
-impl Default for RubricConfig {
-    fn default() -> Self {
-        Self {
-            env_weight: 1.0,
-            components: Vec::new(),
-        }
-    }
-}
-
-/// One rubric component: a reward plugin (`skyrl train --reward NAME=PATH`) and its weight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RubricComponent {
-    pub name: String,
-    pub weight: f64,
-}
-
-/// `environment.skyrl_gym.*`: worker count plus one free-form JSON object per env
-/// class (`environment.skyrl_gym.<env_class>.*`), handed to that env unchanged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SkyrlGymConfig {
-    pub max_env_workers: usize,
-    #[serde(flatten)]
-    pub envs: BTreeMap<String, Json>,
-}
-
-impl Default for SkyrlGymConfig {
-    fn default() -> Self {
-        Self {
-            max_env_workers: 32,
-            envs: BTreeMap::new(),
         }
     }
 }

@@ -129,6 +129,17 @@ impl SkyrlConfig {
             e.push("trainer.policy.model: set only one of `path` and `init`".into());
         }
 
+        // distribution
+        if let Err(msg) = crate::workers::Strategy::parse(&t.strategy) {
+            e.push(msg);
+        }
+        if !(t.dist_timeout_s > 0.0) {
+            e.push(format!(
+                "trainer.dist_timeout_s must be positive, got {}",
+                t.dist_timeout_s
+            ));
+        }
+
         // algorithm
         if a.advantage_estimator == "gae" && !has_critic {
             e.push("trainer.algorithm.advantage_estimator=gae needs a critic: set trainer.critic.model.path or .init".into());

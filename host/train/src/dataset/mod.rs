@@ -8,7 +8,7 @@
 mod parquet_rows;
 mod sampler;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -135,13 +135,7 @@ impl PromptDataset {
     }
 }
 
-/// Expands a leading `~/` with `$HOME`.
-pub fn expand_home(p: &str) -> PathBuf {
-    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => Path::new(&home).join(rest),
-        _ => PathBuf::from(p),
-    }
-}
+pub use skyrl_model::expand_home;
 
 /// Reads a JSONL file: one object per non-empty line.
 pub fn load_jsonl(path: &Path) -> Result<Vec<PromptRow>> {

@@ -21,17 +21,23 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Result};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{derive_seed, Rollout, Trainer, Work};
+use super::advantages::RankRows;
+use super::work::{derive_seed, Rollout, Work};
+use super::Trainer;
 use crate::config::TrainingMode;
 use crate::dataset::DataPosition;
-use crate::generator::{GeneratorOutput, RolloutJob};
 use crate::metrics::StepMetrics;
+use skyrl_rollout::{GeneratorOutput, RolloutJob};
 
 /// What a generated unit belongs to.
 struct UnitTag {
     batch: u64,
     epoch: usize,
+    /// Group ids of the unit's rows (fully async: one group), or of the
+    /// whole batch when the unit is the rank's whole share (one-step-off).
     group_ids: Vec<String>,
+    /// The split of the batch over the ranks (one-step-off).
+    rows: Option<RankRows>,
 }
 
 type UnitResult = (UnitTag, Result<GeneratorOutput>, f64);
@@ -103,27 +109,30 @@ impl Pipeline {
             after,
             requests,
             group_ids,
+            rows,
             seed,
         } = work;
-        let n = trainer.cfg.generator.n_samples_per_prompt.max(1);
-        let per_unit = match self.mode {
-            TrainingMode::FullyAsync => n,
-            _ => requests.len().max(1),
-        };
-        let units: Vec<_> = requests
-            .chunks(per_unit)
-            .zip(group_ids.chunks(per_unit))
-            .collect();
-        self.open.insert(batch, (units.len(), after));
         let tx = self.jobs.as_ref().expect("open pipeline");
-        for (u, (reqs, ids)) in units.into_iter().enumerate() {
+        let mut units = Vec::new();
+        if self.mode == TrainingMode::FullyAsync {
+            // One unit per prompt group (one rank: rows are the batch's rows).
+            let n = trainer.cfg.generator.n_samples_per_prompt.max(1);
+            for (reqs, ids) in requests.chunks(n).zip(group_ids.chunks(n)) {
+                units.push((reqs.to_vec(), ids.to_vec(), None));
+            }
+        } else {
+            units.push((requests, group_ids, Some(rows)));
+        }
+        self.open.insert(batch, (units.len(), after));
+        for (u, (requests, group_ids, rows)) in units.into_iter().enumerate() {
             let job = RolloutJob {
                 tag: UnitTag {
                     batch,
                     epoch,
-                    group_ids: ids.to_vec(),
+                    group_ids,
+                    rows,
                 },
-                requests: reqs.to_vec(),
+                requests,
                 params: trainer.rollout_params(derive_seed(seed, u as u64, 7)),
             };
             if tx.send(job).is_err() {
@@ -182,11 +191,13 @@ impl Pipeline {
         self.ready = rest;
         let mut out = GeneratorOutput::default();
         let mut group_ids = Vec::new();
+        let mut split = None;
         let mut gen_secs = 0.0;
         let mut epoch = 0;
         for (tag, unit, secs) in taken {
             out.append(unit);
             group_ids.extend(tag.group_ids);
+            split = tag.rows;
             gen_secs += secs;
             epoch = epoch.max(tag.epoch);
             if let Some(e) = self.open.get_mut(&tag.batch) {
@@ -202,9 +213,12 @@ impl Pipeline {
             self.open.remove(&b);
         }
         let wait_secs = start.elapsed().as_secs_f64() + std::mem::take(&mut self.carried_wait);
+        // A whole share keeps its split; groups of one process are the batch.
+        let rows = split.unwrap_or_else(|| RankRows::split(out.len(), out.len().max(1), 0, 1));
         Ok(Some(Rollout {
             out,
             group_ids,
+            rows,
             epoch,
             gen_secs,
             wait_secs,

@@ -1,0 +1,334 @@
+//! `skyrl train` over several ranks (Gloo on loopback, one torch thread per
+//! rank): 2 ranks against 1 for `ddp` and the sharded strategy, launched by
+//! torchrun and by hand; sharded checkpoints resumed on another world size;
+//! a killed rank; launches that must fail before any work.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{plugin, repo, text};
+use tch::Tensor;
+
+/// A tiny run under `dir`: 4 prompts x 2 samples per step, mini-batches of
+/// 2 prompts, one row per micro-batch on 2 ranks.
+fn args(dir: &Path, steps: u64, strategy: &str, world: usize, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "train".into(),
+        "--quiet".into(),
+        "--plugin".into(),
+        plugin("string_transform"),
+        "--config".into(),
+        "configs/demo.yaml".into(),
+        "--max-steps".into(),
+        steps.to_string(),
+        format!("trainer.ckpt_path={}", dir.join("ckpts").display()),
+        format!("trainer.export_path={}", dir.join("exports").display()),
+        format!("trainer.log_path={}", dir.join("logs").display()),
+        "data.train_data=['envs/string_transform/data/val.jsonl']".into(),
+        "trainer.train_batch_size=4".into(),
+        "trainer.policy_mini_batch_size=2".into(),
+        "trainer.micro_train_batch_size_per_gpu=1".into(),
+        "trainer.eval_interval=2".into(),
+        "trainer.eval_before_train=false".into(),
+        "trainer.ckpt_interval=1".into(),
+        "trainer.resume_mode=latest".into(),
+        "generator.n_samples_per_prompt=2".into(),
+        format!("trainer.strategy={strategy}"),
+        format!("trainer.placement.policy_num_gpus_per_node={world}"),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn skyrl_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_skyrl"));
+    c.current_dir(repo())
+        .env(
+            "SKYRL_CACHE_DIR",
+            std::env::temp_dir().join("skyrl-cli-test-cache"),
+        )
+        .env("OMP_NUM_THREADS", "1")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `world` ranks of `skyrl <args>` with torchrun's variables set by hand.
+fn spawn_ranks(world: usize, args: &[String]) -> Vec<Child> {
+    let port = free_port().to_string();
+    (0..world)
+        .map(|r| {
+            let mut c = skyrl_cmd();
+            c.args(args)
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("LOCAL_RANK", r.to_string())
+                .env("LOCAL_WORLD_SIZE", world.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port);
+            c.spawn().expect("start a rank")
+        })
+        .collect()
+}
+
+/// Runs `world` ranks to the end; asserts each succeeded.
+fn run_ranks(world: usize, args: &[String]) -> Vec<Output> {
+    let outs: Vec<Output> = spawn_ranks(world, args)
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert!(o.status.success(), "rank {r} failed: {}", text(o));
+    }
+    outs
+}
+
+/// One process, no launcher.
+fn run_single(args: &[String]) -> Output {
+    let out = skyrl_cmd().args(args).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    out
+}
+
+fn metrics(dir: &Path) -> Vec<BTreeMap<String, f64>> {
+    std::fs::read_to_string(dir.join("logs/metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn weights(dir: &Path, step: u64) -> BTreeMap<String, Tensor> {
+    let path = dir.join(format!("ckpts/global_step_{step}/model.safetensors"));
+    Tensor::read_safetensors(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
+        .collect()
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / a.abs().max(b.abs()).max(1e-12)
+}
+
+/// Per-step losses and rewards, and every weight tensor (relative L2), agree.
+fn assert_same_run(a: &Path, b: &Path, steps: u64, what: &str) {
+    let (ma, mb) = (metrics(a), metrics(b));
+    assert_eq!(ma.len(), mb.len(), "{what}: step count");
+    for (step, (x, y)) in ma.iter().zip(&mb).enumerate() {
+        assert_eq!(
+            x["reward/mean"], y["reward/mean"],
+            "{what}: rewards at step {step}"
+        );
+        for key in ["loss", "grad_norm", "policy/approx_kl"] {
+            let d = rel(x[key], y[key]);
+            assert!(
+                d < 1e-5,
+                "{what}: {key} at step {step}: {} vs {} ({d:e})",
+                x[key],
+                y[key]
+            );
+        }
+    }
+    let (wa, wb) = (weights(a, steps), weights(b, steps));
+    assert_eq!(wa.len(), wb.len());
+    for (name, t) in &wa {
+        let u = &wb[name];
+        let d = (t - u).norm().double_value(&[]) / t.norm().double_value(&[]).max(1e-12);
+        assert!(
+            d < 1e-5,
+            "{what}: weight {name} differs by {d:e} (relative L2)"
+        );
+    }
+}
+
+fn torchrun() -> PathBuf {
+    let p = repo().join(".deps/venv/bin/torchrun");
+    assert!(
+        p.is_file(),
+        "{} is missing: scripts/setup installs torch with its launcher",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, ddp, fsdp) = (
+        tmp.path().join("one"),
+        tmp.path().join("ddp"),
+        tmp.path().join("fsdp"),
+    );
+    run_single(&args(&one, 3, "ddp", 1, &[]));
+    // ddp through torchrun itself (its agent hosts the store).
+    let out = Command::new(torchrun())
+        .current_dir(repo())
+        .env(
+            "SKYRL_CACHE_DIR",
+            std::env::temp_dir().join("skyrl-cli-test-cache"),
+        )
+        .env("OMP_NUM_THREADS", "1")
+        .args([
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            "2",
+            "--no-python",
+        ])
+        .arg(env!("CARGO_BIN_EXE_skyrl"))
+        .args(args(&ddp, 3, "ddp", 2, &[]))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "torchrun: {}", text(&out));
+    // Rank 0 alone reports the run.
+    assert_eq!(
+        text(&out).matches("trained steps 0..3").count(),
+        1,
+        "{}",
+        text(&out)
+    );
+    assert_same_run(&one, &ddp, 3, "ddp on 2 ranks");
+
+    let outs = run_ranks(2, &args(&fsdp, 3, "fsdp2", 2, &[]));
+    assert!(text(&outs[0]).contains("trained steps 0..3"));
+    assert!(!text(&outs[1]).contains("trained steps"));
+    // The sharded optimizer state: one file per rank and a layout.
+    let opt = fsdp.join("ckpts/global_step_3/optimizer");
+    for f in ["layout.json", "rank0.safetensors", "rank1.safetensors"] {
+        assert!(opt.join(f).is_file(), "{f} missing in {}", opt.display());
+    }
+    assert_same_run(&one, &fsdp, 3, "fsdp2 on 2 ranks");
+}
+
+#[test]
+fn sharded_checkpoints_resume_on_another_world_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole");
+    run_single(&args(&whole, 3, "fsdp2", 1, &[]));
+    // 2 ranks, then 1.
+    let down = tmp.path().join("down");
+    run_ranks(2, &args(&down, 2, "fsdp2", 2, &[]));
+    let out = run_single(&args(&down, 1, "fsdp2", 1, &[]));
+    assert!(text(&out).contains("trained steps 2..3"), "{}", text(&out));
+    assert_same_run(&whole, &down, 3, "2 ranks then 1");
+    // 1 rank, then 2.
+    let up = tmp.path().join("up");
+    run_single(&args(&up, 2, "fsdp2", 1, &[]));
+    let outs = run_ranks(2, &args(&up, 1, "fsdp2", 2, &[]));
+    assert!(
+        text(&outs[0]).contains("trained steps 2..3"),
+        "{}",
+        text(&outs[0])
+    );
+    assert_same_run(&whole, &up, 3, "1 rank then 2");
+}
+
+#[test]
+fn a_killed_rank_stops_the_other_with_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = args(tmp.path(), 100_000, "ddp", 2, &["trainer.ckpt_interval=-1"]);
+    a.retain(|x| x != "--quiet");
+    let mut ranks = spawn_ranks(2, &a);
+    // Wait for training to start (rank 0's first metrics line), then kill -9 rank 1.
+    let log = tmp.path().join("logs/metrics.jsonl");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|s| s.lines().count() >= 1) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "training never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ranks[1].kill().unwrap();
+    let killed = Instant::now();
+    let survivor = ranks.remove(0).wait_with_output().unwrap();
+    let took = killed.elapsed();
+    let _ = ranks[0].wait();
+    assert!(
+        !survivor.status.success(),
+        "rank 0 should fail: {}",
+        text(&survivor)
+    );
+    let msg = text(&survivor);
+    assert!(
+        msg.contains("rank 0 of 2") && msg.contains("rank 1 of 2 stopped responding"),
+        "{msg}"
+    );
+    assert!(
+        took < Duration::from_secs(60),
+        "rank 0 took {took:?} to stop"
+    );
+}
+
+#[test]
+fn bad_launches_fail_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    // WORLD_SIZE without MASTER_ADDR.
+    let out = skyrl_cmd()
+        .args(args(tmp.path(), 1, "ddp", 2, &[]))
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    common::assert_fails_with(&out, "MASTER_ADDR");
+    // A strategy that does not exist, or that this trainer does not run.
+    let out = skyrl_cmd()
+        .args(args(tmp.path(), 1, "megatron", 1, &[]))
+        .output()
+        .unwrap();
+    common::assert_fails_with(&out, "trainer.strategy=megatron is not supported");
+    // More ranks than trajectories in a mini-batch (refused by the config check).
+    let out = skyrl_cmd()
+        .args(args(
+            tmp.path(),
+            1,
+            "ddp",
+            4,
+            &[
+                "trainer.policy_mini_batch_size=1",
+                "generator.n_samples_per_prompt=1",
+            ],
+        ))
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "4")
+        .env("LOCAL_WORLD_SIZE", "4")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", free_port().to_string())
+        .output()
+        .unwrap();
+    common::assert_fails_with(
+        &out,
+        "must be divisible by the policy data-parallel size (4)",
+    );
+    // Ranks the placement does not plan for.
+    let out = skyrl_cmd()
+        .args(args(tmp.path(), 1, "ddp", 1, &[]))
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", free_port().to_string())
+        .output()
+        .unwrap();
+    common::assert_fails_with(&out, "trainer.placement.policy_num_gpus_per_node=2");
+    assert!(
+        !tmp.path().join("logs/metrics.jsonl").exists(),
+        "no work was done"
+    );
+}

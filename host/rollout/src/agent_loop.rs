@@ -1,0 +1,301 @@
+//! The built-in multi-turn loop with skyrl's `SkyRLGymGenerator` semantics.
+//!
+//! For every prompt (already expanded to `n_samples_per_prompt` copies):
+//! `env.init`, chat-template the prompt with the generation prompt, then loop:
+//! stop with `"length"` when the sequence exceeds `max_input_length`; generate
+//! one turn (token in / token out, batched over all active trajectories);
+//! `env.step(decoded text)`; append the chat-templated observation tokens with
+//! loss mask 0 and logprob 0. Response tokens have loss mask 1; the reward of a
+//! step sits on the last token of that turn. Env calls of a turn run
+//! concurrently on tokio's blocking threads, so the async side stays free.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+use skyrl_inference::RolloutEngine;
+use skyrl_model::{ChatMessage, SampleStream, Tokenizer};
+use skyrl_runtime::{EnvInstance, Message};
+use tracing::warn;
+
+use crate::generator::{on_blocking_pool, Generator};
+use crate::output::{GeneratorOutput, GeneratorRequest, RolloutParams, ENV_ERROR};
+
+/// Per-trajectory state during a rollout.
+struct Trajectory {
+    env: Option<EnvInstance>,
+    env_class: String,
+    prompt_ids: Vec<i64>,
+    response_ids: Vec<i64>,
+    loss_mask: Vec<f32>,
+    logprobs: Vec<f32>,
+    rewards: Vec<f32>,
+    stop_reason: Option<String>,
+    turns: usize,
+    metrics: Option<Value>,
+    /// Oldest policy version used so far.
+    version: Option<u64>,
+    /// Generated turns as `[start, end)` in `response_ids`.
+    spans: Vec<(usize, usize)>,
+}
+
+impl Trajectory {
+    fn fail(&mut self, err: &anyhow::Error) {
+        warn!(env_class = %self.env_class, "environment error, trajectory gets reward 0: {err:#}");
+        self.rewards.iter_mut().for_each(|r| *r = 0.0);
+        self.stop_reason = Some(ENV_ERROR.to_string());
+        self.env = None;
+    }
+}
+
+/// Plugin messages as chat-template messages.
+pub(crate) fn to_chat(messages: &[Message]) -> Vec<ChatMessage> {
+    messages
+        .iter()
+        .map(|m| ChatMessage::new(m.role.clone(), m.content.clone()))
+        .collect()
+}
+
+/// Token ids of `observations` as they continue a conversation: the chat template
+/// of `base + observations` (with the generation prompt) minus that of `base`,
+/// as skyrl does for `use_conversation_multi_turn`.
+fn observation_ids(tokenizer: &Tokenizer, observations: &[Message]) -> Result<Vec<i64>> {
+    let base = vec![
+        ChatMessage::new("system", "You are a helpful assistant."),
+        ChatMessage::new("user", "I am a user."),
+    ];
+    let base_ids = tokenizer.encode_chat(&base, false)?;
+    let mut all = base.clone();
+    all.extend(to_chat(observations));
+    let ids = tokenizer.encode_chat(&all, true)?;
+    Ok(ids[base_ids.len().min(ids.len())..].to_vec())
+}
+
+impl Generator {
+    /// The built-in multi-turn loop (see the module docs).
+    pub(crate) async fn agent_loop(
+        &self,
+        call: u64,
+        engine: &RolloutEngine,
+        tokenizer: &Tokenizer,
+        requests: &[GeneratorRequest],
+        params: &RolloutParams,
+    ) -> Result<GeneratorOutput> {
+        // Create + init every env on the blocking pool.
+        let mut jobs = Vec::with_capacity(requests.len());
+        for r in requests {
+            let (plugin, config) = self.envs.get(&r.env_class)?;
+            let mut extras = r.extras.clone();
+            extras.insert("max_turns".into(), json!(params.max_turns));
+            jobs.push((
+                plugin.clone(),
+                config,
+                Value::Object(extras),
+                r.prompt.clone(),
+            ));
+        }
+        let inits = on_blocking_pool(jobs, |(plugin, config, extras, prompt)| {
+            let mut env = plugin.create_env(&config, &extras)?;
+            let init = env.init(&prompt)?;
+            Ok::<_, skyrl_runtime::PluginError>((env, init))
+        })
+        .await;
+        let mut trajs = Vec::with_capacity(requests.len());
+        for (r, init) in requests.iter().zip(inits) {
+            let mut t = Trajectory {
+                env: None,
+                env_class: r.env_class.clone(),
+                prompt_ids: Vec::new(),
+                response_ids: Vec::new(),
+                loss_mask: Vec::new(),
+                logprobs: Vec::new(),
+                rewards: Vec::new(),
+                stop_reason: None,
+                turns: 0,
+                metrics: None,
+                version: None,
+                spans: Vec::new(),
+            };
+            match init {
+                Ok((env, init)) => {
+                    t.prompt_ids = tokenizer.encode_chat(&to_chat(&init.prompt), true)?;
+                    t.env = Some(env);
+                }
+                Err(e) => {
+                    // Keep a non-empty prompt so the batch stays rectangular.
+                    t.prompt_ids = tokenizer.encode_chat(&to_chat(&r.prompt), true)?;
+                    t.fail(&anyhow::Error::new(e));
+                }
+            }
+            trajs.push(t);
+        }
+
+        loop {
+            let mut active: Vec<usize> = Vec::new();
+            for (i, t) in trajs.iter_mut().enumerate() {
+                if t.stop_reason.is_some() {
+                    continue;
+                }
+                if t.prompt_ids.len() + t.response_ids.len() > params.max_input_length {
+                    t.stop_reason = Some("length".into());
+                    continue;
+                }
+                active.push(i);
+            }
+            if active.is_empty() {
+                break;
+            }
+            let inputs: Vec<Vec<i64>> = active
+                .iter()
+                .map(|&i| {
+                    let t = &trajs[i];
+                    let mut ids = t.prompt_ids.clone();
+                    ids.extend_from_slice(&t.response_ids);
+                    ids
+                })
+                .collect();
+            // Trajectory `i` samples from stream `i` of a per-turn seed:
+            // reproducible for the same inputs, whoever else is still active.
+            let turn = trajs[active[0]].turns as u64;
+            let turn_seed = match params.sampling.seed {
+                Some(seed) => seed.wrapping_mul(31).wrapping_add(turn),
+                None => rand::random(),
+            };
+            let streams: Vec<SampleStream> = active
+                .iter()
+                .map(|&i| SampleStream {
+                    seed: turn_seed,
+                    index: requests[i].stream.unwrap_or(i as u64),
+                })
+                .collect();
+            let sessions: Vec<String> = active.iter().map(|&i| format!("{call}-{i}")).collect();
+            let (completions, version) = engine
+                .generate(&inputs, &streams, &params.sampling, &sessions)
+                .await?;
+            let mut step_jobs = Vec::with_capacity(active.len());
+            let mut gen_reasons = Vec::with_capacity(active.len());
+            for (&i, c) in active.iter().zip(&completions) {
+                let t = &mut trajs[i];
+                t.version = Some(t.version.map_or(version, |v| v.min(version)));
+                let text = tokenizer.decode(&c.token_ids, true)?;
+                let start = t.response_ids.len();
+                t.response_ids.extend_from_slice(&c.token_ids);
+                t.spans.push((start, t.response_ids.len()));
+                t.loss_mask
+                    .extend(std::iter::repeat_n(1.0, c.token_ids.len()));
+                t.logprobs.extend_from_slice(&c.logprobs);
+                t.rewards
+                    .extend(std::iter::repeat_n(0.0, c.token_ids.len()));
+                t.turns += 1;
+                gen_reasons.push(c.stop_reason.as_str().to_string());
+                let env = t.env.take().expect("active trajectories hold their env");
+                step_jobs.push((env, text));
+            }
+            let results = on_blocking_pool(step_jobs, |(mut env, text)| {
+                let out = env.step(&text);
+                let metrics = match &out {
+                    Ok(s) if s.done => Some(env.metrics()),
+                    _ => None,
+                };
+                (env, out, metrics)
+            })
+            .await;
+            let mut finished = Vec::new();
+            for ((&i, (env, out, metrics)), reason) in active.iter().zip(results).zip(gen_reasons) {
+                let t = &mut trajs[i];
+                let step = match out {
+                    Ok(s) => s,
+                    Err(e) => {
+                        t.fail(&anyhow::Error::new(e));
+                        continue;
+                    }
+                };
+                if let Some(last) = t.rewards.last_mut() {
+                    *last += step.reward as f32;
+                }
+                let done = step.done || t.turns >= params.max_turns;
+                if done {
+                    t.metrics = match metrics {
+                        Some(Ok(m)) => Some(m),
+                        Some(Err(e)) => {
+                            warn!("env metrics failed: {e}");
+                            None
+                        }
+                        None => None,
+                    };
+                    t.stop_reason = Some(reason);
+                    finished.push(env);
+                    continue;
+                }
+                let obs = observation_ids(tokenizer, &step.observations)?;
+                t.response_ids.extend_from_slice(&obs);
+                t.loss_mask.extend(std::iter::repeat_n(0.0, obs.len()));
+                t.logprobs.extend(std::iter::repeat_n(0.0, obs.len()));
+                t.rewards.extend(std::iter::repeat_n(0.0, obs.len()));
+                t.env = Some(env);
+            }
+            // Guest code runs off the async threads: WASI host calls (files,
+            // clocks) block on tokio and must not run inside a worker.
+            on_blocking_pool(finished, |mut env| {
+                if let Err(e) = env.close() {
+                    warn!("env close failed: {e}");
+                }
+            })
+            .await;
+        }
+
+        let max_total = params.max_input_length + params.sampling.max_tokens;
+        let mut out = GeneratorOutput::default();
+        let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+        for mut t in trajs {
+            // Truncate the response to the total budget (skyrl's max_response_tokens).
+            let budget = max_total.saturating_sub(t.prompt_ids.len());
+            if t.response_ids.len() > budget {
+                let dropped: f32 = t.rewards[budget..].iter().sum();
+                t.response_ids.truncate(budget);
+                t.loss_mask.truncate(budget);
+                t.logprobs.truncate(budget);
+                t.rewards.truncate(budget);
+                if let Some(last) = t.rewards.last_mut() {
+                    *last += dropped;
+                }
+                t.spans = t
+                    .spans
+                    .iter()
+                    .map(|&(a, b)| (a, b.min(budget)))
+                    .filter(|&(a, b)| a < b)
+                    .collect();
+            }
+            if let Some(Value::Object(m)) = &t.metrics {
+                for (k, v) in m {
+                    let x = match v {
+                        Value::Number(n) => n.as_f64(),
+                        Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+                        _ => None,
+                    };
+                    if let Some(x) = x {
+                        let e = sums.entry(format!("{}/{k}", t.env_class)).or_default();
+                        e.0 += x;
+                        e.1 += 1;
+                    }
+                }
+            }
+            out.prompt_token_ids.push(t.prompt_ids);
+            out.response_ids.push(t.response_ids);
+            out.loss_masks.push(t.loss_mask);
+            out.rollout_logprobs.push(t.logprobs);
+            out.rewards.push(t.rewards);
+            out.stop_reasons
+                .push(t.stop_reason.unwrap_or_else(|| "length".into()));
+            out.num_turns.push(t.turns);
+            out.turn_spans.push(t.spans);
+            out.policy_versions
+                .push(t.version.unwrap_or_else(|| engine.version()));
+        }
+        out.env_metrics = sums
+            .into_iter()
+            .map(|(k, (s, n))| (k, s / n as f64))
+            .collect();
+        Ok(out)
+    }
+}

@@ -1,0 +1,106 @@
+//! Applies `environment.sandbox` (read-only directory grants and limits) to
+//! the run's plugins, and wires their tool calls to the run's tool plugins.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use skyrl_runtime::{Plugin, ReadOnlyDir, SandboxPolicy, ToolRouter};
+
+use crate::config::PluginSandboxConfig;
+use skyrl_model::expand_home;
+
+/// The run's sandbox settings, keyed by plugin name or env class; remembers
+/// which keys were used so typos are reported.
+pub struct SandboxSettings<'a> {
+    settings: &'a BTreeMap<String, PluginSandboxConfig>,
+    used: BTreeSet<String>,
+}
+
+impl<'a> SandboxSettings<'a> {
+    /// Wraps `environment.sandbox`.
+    pub fn new(settings: &'a BTreeMap<String, PluginSandboxConfig>) -> Self {
+        Self {
+            settings,
+            used: BTreeSet::new(),
+        }
+    }
+
+    /// `plugin` with the grants and limits keyed by `alias` (its env class or
+    /// rubric name) when there are any, else by the plugin's own name.
+    pub fn apply(&mut self, plugin: Plugin, alias: Option<&str>) -> anyhow::Result<Plugin> {
+        let found = alias
+            .and_then(|alias| self.settings.get_key_value(alias))
+            .or_else(|| self.settings.get_key_value(plugin.name()));
+        let Some((key, config)) = found else {
+            return Ok(plugin);
+        };
+        self.used.insert(key.clone());
+        configure(plugin, config).with_context(|| format!("environment.sandbox.{key}"))
+    }
+
+    /// Fails when a key matched no plugin (most likely a typo).
+    pub fn check_all_used(&self) -> anyhow::Result<()> {
+        let unused: Vec<&String> = self
+            .settings
+            .keys()
+            .filter(|k| !self.used.contains(*k))
+            .collect();
+        if !unused.is_empty() {
+            bail!(
+                "environment.sandbox has settings for {unused:?}, which match no loaded plugin \
+                 (keys are env classes or plugin names)"
+            );
+        }
+        Ok(())
+    }
+}
+
+fn configure(plugin: Plugin, config: &PluginSandboxConfig) -> anyhow::Result<Plugin> {
+    let mut read_only_dirs = Vec::new();
+    for grant in &config.read_only_dirs {
+        let host = expand_home(&grant.host);
+        let host = host
+            .canonicalize()
+            .with_context(|| format!("read-only grant {}: no such directory", host.display()))?;
+        if !host.is_dir() {
+            bail!("read-only grant {} is not a directory", host.display());
+        }
+        if !grant.guest.starts_with('/') {
+            bail!("guest path {:?} must be absolute, e.g. /data", grant.guest);
+        }
+        read_only_dirs.push(ReadOnlyDir {
+            host,
+            guest: grant.guest.clone(),
+        });
+    }
+    let mut limits = plugin.limits().clone();
+    if let Some(bytes) = config.memory_bytes {
+        limits.memory_bytes = bytes;
+    }
+    if let Some(ms) = config.call_timeout_ms {
+        if ms == 0 {
+            bail!("call_timeout_ms must be positive");
+        }
+        limits.call_timeout_ms = ms;
+    }
+    if config.fuel_per_call.is_some() {
+        limits.fuel_per_call = config.fuel_per_call;
+    }
+    Ok(plugin
+        .with_limits(limits)
+        .with_policy(SandboxPolicy { read_only_dirs }))
+}
+
+/// Routes `plugin`'s tool calls to `tools` when it declares any; a declared
+/// tool that no `--tool` plugin provides is an error naming it.
+pub fn wire_tools(plugin: Plugin, tools: &Arc<ToolRouter>) -> anyhow::Result<Plugin> {
+    let needed = plugin.metadata().info.uses_tools.clone();
+    if needed.is_empty() {
+        return Ok(plugin);
+    }
+    let name = plugin.name().to_string();
+    plugin.with_tools(tools.clone()).with_context(|| {
+        format!("plugin {name} uses tools {needed:?}: pass the plugins that provide them with --tool PATH")
+    })
+}

@@ -1,0 +1,266 @@
+//! Rollout generator semantics with real plugins and a tiny random model:
+//! multi-turn masks / logprobs / reward placement, max_input_length, and a
+//! trapping env giving `env_error` without affecting the others.
+//!
+//! Needs `artifacts/plugins/{gsm8k_multi_turn,hostile}.wasm` (run `scripts/build-plugins`).
+
+use std::path::PathBuf;
+
+use serde_json::{json, Map, Value};
+use skyrl_inference::RolloutEngine;
+use skyrl_model::{init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SamplingParams};
+use skyrl_model::{TinySize, Tokenizer};
+use skyrl_rollout::config::{RubricComponent, RubricConfig};
+use skyrl_rollout::rubric::Rubric;
+use skyrl_rollout::{Generator, GeneratorRequest, PluginSet, RolloutParams, ENV_ERROR};
+use skyrl_runtime::{Message, Plugin, PluginEngine};
+
+fn plugin(engine: &PluginEngine, name: &str) -> Plugin {
+    let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../artifacts/plugins")
+        .join(format!("{name}.wasm"));
+    assert!(
+        wasm.is_file(),
+        "{} is missing: build the plugins first with scripts/build-plugins",
+        wasm.display()
+    );
+    Plugin::load(engine, &wasm).unwrap()
+}
+
+fn setup() -> (RolloutEngine, Tokenizer, Generator, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    init_tiny_model(Arch::Qwen2, TinySize::Tiny, dir.path(), 3).unwrap();
+    let opts = LoadOptions {
+        device: tch::Device::Cpu,
+        kind: tch::Kind::Float,
+    };
+    let model = CausalLm::from_pretrained(dir.path(), &opts).unwrap();
+    let tokenizer = Tokenizer::from_dir(dir.path()).unwrap();
+    let engine = RolloutEngine::local(InferenceEngine::new(
+        model,
+        Some(Tokenizer::from_dir(dir.path()).unwrap()),
+    ));
+    let pe = PluginEngine::shared().unwrap();
+    let mut envs = PluginSet::default();
+    envs.insert(
+        "gsm8k_multi_turn",
+        plugin(&pe, "gsm8k_multi_turn"),
+        json!({}),
+    );
+    envs.insert("good", plugin(&pe, "hostile"), json!({"attack": "none"}));
+    envs.insert("bad", plugin(&pe, "hostile"), json!({"attack": "trap"}));
+    (engine, tokenizer, Generator::new(envs, 4).unwrap(), dir)
+}
+
+fn request(env_class: &str) -> GeneratorRequest {
+    let mut extras = Map::new();
+    extras.insert("reward_spec".into(), json!({"ground_truth": "72"}));
+    GeneratorRequest {
+        prompt: vec![Message::user("What is 8*9? End with #### ANSWER.")],
+        env_class: env_class.into(),
+        extras,
+        stream: None,
+    }
+}
+
+fn params(max_turns: usize, max_input_length: usize) -> RolloutParams {
+    RolloutParams {
+        sampling: SamplingParams {
+            temperature: 1.0,
+            max_tokens: 6,
+            seed: Some(7),
+            ..SamplingParams::default()
+        },
+        max_turns,
+        max_input_length,
+    }
+}
+
+#[test]
+fn multi_turn_masks_logprobs_and_rewards() {
+    let (engine, tok, generator, _dir) = setup();
+    let reqs: Vec<_> = ["gsm8k_multi_turn", "gsm8k_multi_turn", "good", "bad"]
+        .iter()
+        .map(|c| request(c))
+        .collect();
+    let out = generator
+        .generate(&engine, &tok, &reqs, &params(3, 4000))
+        .unwrap();
+    assert_eq!(out.response_ids.len(), 4);
+    for i in 0..4 {
+        // Turn spans cover exactly the generated (mask 1) tokens.
+        let mut covered = vec![0.0f32; out.response_ids[i].len()];
+        for &(a, b) in &out.turn_spans[i] {
+            covered[a..b].iter_mut().for_each(|x| *x = 1.0);
+        }
+        assert_eq!(covered, out.loss_masks[i], "trajectory {i}");
+        assert_eq!(out.turn_spans[i].len(), out.num_turns[i]);
+        // Step-wise samples: one per turn, each prompt the context before its turn.
+        let sw = skyrl_rollout::step_wise::expand(&out);
+        let rows: Vec<usize> = (0..sw.trajectory.len())
+            .filter(|&r| sw.trajectory[r] == i)
+            .collect();
+        assert_eq!(rows.len(), out.num_turns[i].max(1));
+        for (k, &r) in rows.iter().enumerate() {
+            let (a, b) = out.turn_spans[i].get(k).copied().unwrap_or((0, 0));
+            assert_eq!(sw.out.response_ids[r], out.response_ids[i][a..b]);
+            let mut ctx = out.prompt_token_ids[i].clone();
+            ctx.extend_from_slice(&out.response_ids[i][..a]);
+            assert_eq!(sw.out.prompt_token_ids[r], ctx);
+        }
+        let n = out.response_ids[i].len();
+        assert_eq!(out.loss_masks[i].len(), n);
+        assert_eq!(out.rollout_logprobs[i].len(), n);
+        assert_eq!(out.rewards[i].len(), n);
+        for j in 0..n {
+            if out.loss_masks[i][j] == 0.0 {
+                assert_eq!(out.rollout_logprobs[i][j], 0.0, "obs token with a logprob");
+                assert_eq!(out.rewards[i][j], 0.0, "reward on an observation token");
+            } else {
+                assert!(out.rollout_logprobs[i][j] <= 0.0);
+            }
+        }
+    }
+    // The multi-turn env (never answered correctly by a random model) runs all
+    // 3 turns; observation tokens (mask 0) are the chat-templated user turns.
+    for i in 0..2 {
+        assert_eq!(out.num_turns[i], 3);
+        let mask = &out.loss_masks[i];
+        let obs: Vec<i64> = out.response_ids[i]
+            .iter()
+            .zip(mask)
+            .filter(|(_, m)| **m == 0.0)
+            .map(|(t, _)| *t)
+            .collect();
+        let text = tok.decode(&obs, false).unwrap();
+        assert_eq!(text.matches("<|im_start|>user").count(), 2, "{text}");
+        assert!(text.ends_with("<|im_start|>assistant\n"), "{text}");
+        // Three generated segments separated by two observation segments.
+        let segments = mask
+            .windows(2)
+            .filter(|w| w[0] == 1.0 && w[1] == 0.0)
+            .count();
+        assert_eq!(segments, 2);
+        assert!(["stop", "length"].contains(&out.stop_reasons[i].as_str()));
+    }
+    // The well-behaved env pays 1.0 at the last generated token.
+    let r = &out.rewards[2];
+    assert_eq!(*r.last().unwrap(), 1.0);
+    assert_eq!(r.iter().sum::<f32>(), 1.0);
+    assert_eq!(out.num_turns[2], 1);
+    // The trapping env costs only its own trajectory.
+    assert_eq!(out.stop_reasons[3], ENV_ERROR);
+    assert!(out.rewards[3].iter().all(|&x| x == 0.0));
+    // Env metrics are means per env class.
+    assert!(out
+        .env_metrics
+        .keys()
+        .any(|k| k.starts_with("gsm8k_multi_turn/")));
+}
+
+#[test]
+fn max_input_length_stops_with_length() {
+    let (engine, tok, generator, _dir) = setup();
+    let reqs = vec![request("gsm8k_multi_turn")];
+    let prompt_len = tok
+        .encode_chat(
+            &[skyrl_model::ChatMessage::new(
+                "user",
+                "What is 8*9? End with #### ANSWER.",
+            )],
+            true,
+        )
+        .unwrap()
+        .len();
+    // Room for the first turn only: the second turn's input is too long.
+    let out = generator
+        .generate(&engine, &tok, &reqs, &params(5, prompt_len + 6))
+        .unwrap();
+    assert_eq!(out.num_turns[0], 1);
+    assert_eq!(out.stop_reasons[0], "length");
+    assert_eq!(out.prompt_token_ids[0].len(), prompt_len);
+    // Responses are truncated to max_input_length + max_generate_length - prompt.
+    assert!(out.response_ids[0].len() <= 6 + 6);
+    let _: Value = json!(out.env_metrics);
+}
+
+#[test]
+fn rubric_combines_the_env_reward_with_weighted_components() {
+    let (engine, tok, base, _dir) = setup();
+    let pe = PluginEngine::shared().unwrap();
+    let mut envs = base.envs.clone();
+    envs.insert_reward("format", plugin(&pe, "format_reward"));
+    envs.insert_reward("correct", plugin(&pe, "gsm8k_reward"));
+    let cfg = RubricConfig {
+        env_weight: 0.5,
+        components: vec![
+            RubricComponent {
+                name: "format".into(),
+                weight: 0.25,
+            },
+            RubricComponent {
+                name: "correct".into(),
+                weight: 2.0,
+            },
+        ],
+    };
+    let rubric = Rubric::new(&cfg, envs.rewards()).unwrap();
+    let plain = Generator::new(envs.clone(), 4).unwrap();
+    let mut scored = Generator::new(envs, 4).unwrap();
+    scored.set_rubric(rubric);
+    let reqs: Vec<_> = (0..6).map(|_| request("gsm8k_multi_turn")).collect();
+    let a = plain
+        .generate(&engine, &tok, &reqs, &params(2, 4000))
+        .unwrap();
+    let b = scored
+        .generate(&engine, &tok, &reqs, &params(2, 4000))
+        .unwrap();
+    assert_eq!(a.response_ids, b.response_ids, "same seeds, same rollouts");
+    let (mut env_sum, mut fmt_sum, mut correct_sum) = (0.0, 0.0, 0.0);
+    for i in 0..reqs.len() {
+        let env: f64 = a.rewards[i].iter().map(|&x| x as f64).sum();
+        let generated: Vec<i64> = a.response_ids[i]
+            .iter()
+            .zip(&a.loss_masks[i])
+            .filter(|(_, &m)| m > 0.0)
+            .map(|(&t, _)| t)
+            .collect();
+        let fmt = format_reward::format_score(&tok.decode(&generated, true).unwrap());
+        let total: f64 = b.rewards[i].iter().map(|&x| x as f64).sum();
+        let correct = (total - 0.5 * env - 0.25 * fmt) / 2.0;
+        assert!(
+            correct.abs() < 1e-5 || (correct - 1.0).abs() < 1e-5,
+            "trajectory {i}: total {total}, env {env}, format {fmt}"
+        );
+        env_sum += env;
+        fmt_sum += fmt;
+        correct_sum += correct.round();
+    }
+    let n = reqs.len() as f64;
+    let m = &b.reward_metrics;
+    assert!((m["env"] - env_sum / n).abs() < 1e-6, "{m:?}");
+    assert!((m["format"] - fmt_sum / n).abs() < 1e-6, "{m:?}");
+    assert!((m["correct"] - correct_sum / n).abs() < 1e-6, "{m:?}");
+    assert_eq!(m["format/errors"], 0.0);
+}
+
+#[test]
+fn rubric_components_must_be_reward_plugins() {
+    let pe = PluginEngine::shared().unwrap();
+    let mut rewards = std::collections::BTreeMap::new();
+    rewards.insert("env_not_reward".to_string(), plugin(&pe, "gsm8k"));
+    let cfg = |name: &str| RubricConfig {
+        env_weight: 1.0,
+        components: vec![RubricComponent {
+            name: name.into(),
+            weight: 1.0,
+        }],
+    };
+    let err = Rubric::new(&cfg("missing"), &rewards).err().unwrap();
+    assert!(
+        format!("{err:#}").contains("--reward missing=PATH"),
+        "{err:#}"
+    );
+    let err = Rubric::new(&cfg("env_not_reward"), &rewards).err().unwrap();
+    assert!(format!("{err:#}").contains("cannot score"), "{err:#}");
+}

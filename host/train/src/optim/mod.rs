@@ -1,0 +1,352 @@
+//! AdamW over named libtorch tensors with decoupled weight decay, bias
+//! correction, global grad-norm clipping and a constant-with-warmup schedule.
+//! Its state (moments + step, and fp32 master weights of bf16 parameters) is
+//! plain tensors, so checkpoints can save it as safetensors. Numerically
+//! follows `torch.optim.AdamW` (single-tensor path),
+//! `torch.nn.utils.clip_grad_norm_` and HF `get_constant_schedule_with_warmup`.
+//!
+//! [`AdamW`] keeps every parameter's state (one process, or `ddp` after the
+//! gradients were all-reduced); [`sharded::ShardedAdamW`] keeps one rank's
+//! shard of a flat view of all parameters (`fsdp`). Both apply the same
+//! element-wise update, [`adam_update`].
+
+pub mod flat;
+pub mod sharded;
+
+use anyhow::{bail, Context, Result};
+use tch::{Device, Kind, Tensor};
+
+use crate::config::OptimizerConfig;
+
+/// AdamW hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamWParams {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+impl From<&OptimizerConfig> for AdamWParams {
+    fn from(c: &OptimizerConfig) -> Self {
+        Self {
+            lr: c.lr,
+            beta1: c.adam_betas[0],
+            beta2: c.adam_betas[1],
+            eps: c.adam_eps,
+            weight_decay: c.weight_decay,
+        }
+    }
+}
+
+/// Learning-rate schedule as a multiplier of the base lr.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LrSchedule {
+    Constant,
+    /// Linear ramp `step / warmup` for `step < warmup`, then 1.
+    ConstantWithWarmup {
+        warmup_steps: usize,
+    },
+}
+
+impl LrSchedule {
+    /// From `optimizer_config.scheduler` / `num_warmup_steps`.
+    pub fn from_config(c: &OptimizerConfig) -> Result<Self> {
+        match c.scheduler.as_str() {
+            "constant" => Ok(Self::Constant),
+            "constant_with_warmup" => Ok(Self::ConstantWithWarmup {
+                warmup_steps: c.num_warmup_steps,
+            }),
+            other => bail!("unknown scheduler '{other}' (constant_with_warmup or constant)"),
+        }
+    }
+
+    /// Multiplier after `step` scheduler steps (0 before the first update).
+    pub fn factor(&self, step: usize) -> f64 {
+        match *self {
+            Self::Constant => 1.0,
+            Self::ConstantWithWarmup { warmup_steps } if step < warmup_steps => {
+                step as f64 / warmup_steps.max(1) as f64
+            }
+            Self::ConstantWithWarmup { .. } => 1.0,
+        }
+    }
+}
+
+/// Scales all gradients so their global L2 norm is at most `max_norm`
+/// (`clip_coef = max_norm / (norm + 1e-6)`, applied only when < 1).
+/// Returns the norm before clipping. Parameters without gradients are skipped.
+///
+/// The norm is the square root of the sum of squares accumulated in f64, the
+/// same whether the gradients are whole or sharded over ranks, so every
+/// strategy clips identically (torch's norm of per-tensor norms agrees to
+/// float precision).
+pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> f64 {
+    let _g = tch::no_grad_guard();
+    let grads: Vec<Tensor> = params
+        .iter()
+        .map(|p| p.grad())
+        .filter(|g| g.defined())
+        .collect();
+    if grads.is_empty() {
+        return 0.0;
+    }
+    let squares: f64 = grads.iter().map(sum_of_squares).sum();
+    let total = squares.sqrt();
+    let clip = clip_coefficient(max_norm, total);
+    if clip < 1.0 {
+        for mut g in grads {
+            let _ = g.f_mul_scalar_(clip);
+        }
+    }
+    total
+}
+
+/// Sum of squares of `t`'s elements, accumulated in f64.
+pub fn sum_of_squares(t: &Tensor) -> f64 {
+    t.to_kind(Kind::Double)
+        .square()
+        .sum(Kind::Double)
+        .double_value(&[])
+}
+
+/// `min(1, max_norm / (norm + 1e-6))`.
+pub fn clip_coefficient(max_norm: f64, norm: f64) -> f64 {
+    (max_norm / (norm + 1e-6)).min(1.0)
+}
+
+/// One AdamW update of `target` (fp32) with `grad` (fp32) at learning rate
+/// `lr`, after `step` updates (1-based): decoupled weight decay, then the
+/// bias-corrected moment step. Element-wise, so a flat shard of parameters
+/// gets exactly what its parameters would.
+pub fn adam_update(
+    target: &mut Tensor,
+    grad: &Tensor,
+    exp_avg: &mut Tensor,
+    exp_avg_sq: &mut Tensor,
+    hp: &AdamWParams,
+    lr: f64,
+    step: i64,
+) {
+    let t = step as f64;
+    let bc1 = 1.0 - hp.beta1.powf(t);
+    let bc2_sqrt = (1.0 - hp.beta2.powf(t)).sqrt();
+    let step_size = lr / bc1;
+    let _ = target.f_mul_scalar_(1.0 - lr * hp.weight_decay);
+    let _ = exp_avg.f_lerp_(grad, 1.0 - hp.beta1);
+    let _ = exp_avg_sq.f_mul_scalar_(hp.beta2);
+    let _ = exp_avg_sq.f_add_(&(grad * grad * (1.0 - hp.beta2)));
+    let denom = exp_avg_sq.sqrt() / bc2_sqrt + hp.eps;
+    let update = (&*exp_avg / denom) * (-step_size);
+    let _ = target.f_add_(&update);
+}
+
+/// Moves `t` to `device` unless it is already there.
+pub(crate) fn to_device(t: &Tensor, device: Device) -> Tensor {
+    if t.device() == device {
+        t.shallow_clone()
+    } else {
+        t.to_device(device)
+    }
+}
+
+/// AdamW over a fixed, ordered list of named parameters.
+pub struct AdamW {
+    params: Vec<(String, Tensor)>,
+    exp_avg: Vec<Tensor>,
+    exp_avg_sq: Vec<Tensor>,
+    /// fp32 copies of parameters held in a lower precision (bf16 training).
+    master: Vec<Option<Tensor>>,
+    step: i64,
+    /// Where the state lives between steps (the CPU when offloaded).
+    state_device: Option<Device>,
+    pub hp: AdamWParams,
+    pub schedule: LrSchedule,
+}
+
+impl AdamW {
+    /// Creates the optimiser; parameters are sorted by name for a stable order.
+    /// Parameters not in fp32 get fp32 master weights.
+    pub fn new(mut params: Vec<(String, Tensor)>, hp: AdamWParams, schedule: LrSchedule) -> Self {
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let zeros = |p: &Tensor| p.zeros_like().to_kind(Kind::Float).detach();
+        let exp_avg = params.iter().map(|(_, p)| zeros(p)).collect();
+        let exp_avg_sq = params.iter().map(|(_, p)| zeros(p)).collect();
+        let master = params
+            .iter()
+            .map(|(_, p)| (p.kind() != Kind::Float).then(|| p.detach().to_kind(Kind::Float)))
+            .collect();
+        Self {
+            params,
+            exp_avg,
+            exp_avg_sq,
+            master,
+            step: 0,
+            state_device: None,
+            hp,
+            schedule,
+        }
+    }
+
+    /// From an `optimizer_config` section.
+    pub fn from_config(params: Vec<(String, Tensor)>, c: &OptimizerConfig) -> Result<Self> {
+        Ok(Self::new(params, c.into(), LrSchedule::from_config(c)?))
+    }
+
+    /// Number of updates taken.
+    pub fn step_count(&self) -> i64 {
+        self.step
+    }
+
+    /// Learning rate the next [`step`](Self::step) will use.
+    pub fn current_lr(&self) -> f64 {
+        self.hp.lr * self.schedule.factor(self.step as usize)
+    }
+
+    /// Parameters in optimiser order.
+    pub fn params(&self) -> &[(String, Tensor)] {
+        &self.params
+    }
+
+    /// Sets every gradient to zero.
+    pub fn zero_grad(&mut self) {
+        for (_, p) in self.params.iter_mut() {
+            p.zero_grad();
+        }
+    }
+
+    /// Keeps the state on the CPU between steps (`offload_after_step`); a
+    /// step brings it to the parameters' device and back.
+    pub fn offload_state(&mut self) {
+        self.state_device = Some(Device::Cpu);
+        self.move_state(Device::Cpu);
+    }
+
+    fn move_state(&mut self, device: Device) {
+        for t in self
+            .exp_avg
+            .iter_mut()
+            .chain(self.exp_avg_sq.iter_mut())
+            .chain(self.master.iter_mut().flatten())
+        {
+            *t = to_device(t, device);
+        }
+    }
+
+    /// Clips gradients to `max_norm` (if > 0) and applies one AdamW update.
+    /// Returns `(grad_norm_before_clipping, lr_used)`.
+    pub fn step(&mut self, max_norm: f64) -> (f64, f64) {
+        let tensors: Vec<Tensor> = self.params.iter().map(|(_, p)| p.shallow_clone()).collect();
+        let norm = if max_norm > 0.0 {
+            clip_grad_norm(&tensors, max_norm)
+        } else {
+            0.0
+        };
+        let lr = self.current_lr();
+        self.step += 1;
+        let hp = self.hp;
+        let _g = tch::no_grad_guard();
+        if let Some(device) = self.params.first().map(|(_, p)| p.device()) {
+            if self.state_device.is_some() {
+                self.move_state(device);
+            }
+        }
+        for (i, (_, p)) in self.params.iter_mut().enumerate() {
+            let grad = p.grad();
+            if !grad.defined() {
+                continue;
+            }
+            let grad = grad.to_kind(Kind::Float);
+            let (m, v) = (&mut self.exp_avg[i], &mut self.exp_avg_sq[i]);
+            match &mut self.master[i] {
+                Some(master) => {
+                    adam_update(master, &grad, m, v, &hp, lr, self.step);
+                    let _ = p.f_copy_(master);
+                }
+                None => adam_update(p, &grad, m, v, &hp, lr, self.step),
+            }
+        }
+        if let Some(device) = self.state_device {
+            self.move_state(device);
+        }
+        (norm, lr)
+    }
+
+    /// Bytes of optimizer state (moments and master weights).
+    pub fn state_bytes(&self) -> i64 {
+        self.exp_avg
+            .iter()
+            .chain(&self.exp_avg_sq)
+            .chain(self.master.iter().flatten())
+            .map(|t| t.numel() as i64 * 4)
+            .sum()
+    }
+
+    /// Moments as named tensors (`exp_avg.<name>`, `exp_avg_sq.<name>`, and
+    /// `master.<name>` for bf16 parameters) plus `step`, as CPU snapshots
+    /// (later steps do not change them).
+    pub fn state_tensors(&self) -> Vec<(String, Tensor)> {
+        let snapshot = |t: &Tensor| {
+            if t.device() == tch::Device::Cpu {
+                t.copy()
+            } else {
+                t.to_device(tch::Device::Cpu)
+            }
+        };
+        let mut out = Vec::with_capacity(3 * self.params.len() + 1);
+        for (i, (name, _)) in self.params.iter().enumerate() {
+            out.push((format!("exp_avg.{name}"), snapshot(&self.exp_avg[i])));
+            out.push((format!("exp_avg_sq.{name}"), snapshot(&self.exp_avg_sq[i])));
+            if let Some(m) = &self.master[i] {
+                out.push((format!("master.{name}"), snapshot(m)));
+            }
+        }
+        out.push(("step".into(), Tensor::from_slice(&[self.step])));
+        out
+    }
+
+    /// Restores moments and step saved by [`state_tensors`](Self::state_tensors).
+    /// Every parameter must have both moments with matching shapes; master
+    /// weights are restored when saved, else taken from the parameters.
+    pub fn load_state_tensors(&mut self, state: Vec<(String, Tensor)>) -> Result<()> {
+        let map: std::collections::HashMap<String, Tensor> = state.into_iter().collect();
+        let step = map
+            .get("step")
+            .context("optimizer state has no `step`")?
+            .int64_value(&[0]);
+        let _g = tch::no_grad_guard();
+        for (i, (name, p)) in self.params.iter().enumerate() {
+            for (prefix, slot) in [
+                ("exp_avg", &mut self.exp_avg[i]),
+                ("exp_avg_sq", &mut self.exp_avg_sq[i]),
+            ] {
+                let key = format!("{prefix}.{name}");
+                let saved = map
+                    .get(&key)
+                    .with_context(|| format!("optimizer state is missing `{key}`"))?;
+                if saved.size() != p.size() {
+                    bail!(
+                        "optimizer state `{key}` has shape {:?}, parameter has {:?}",
+                        saved.size(),
+                        p.size()
+                    );
+                }
+                *slot = saved.to_kind(Kind::Float).to_device(p.device()).detach();
+            }
+            if let Some(master) = &mut self.master[i] {
+                *master = match map.get(&format!("master.{name}")) {
+                    Some(saved) if saved.size() == p.size() => {
+                        saved.to_kind(Kind::Float).to_device(p.device()).detach()
+                    }
+                    _ => p.detach().to_kind(Kind::Float),
+                };
+            }
+        }
+        self.step = step;
+        if let Some(device) = self.state_device {
+            self.move_state(device);
+        }
+        Ok(())
+    }
+}

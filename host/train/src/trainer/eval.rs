@@ -1,0 +1,75 @@
+//! Evaluation over the validation split with `generator.eval_sampling_params`
+//! (greedy by default): mean reward and env metrics. With several ranks each
+//! generates every `world`-th trajectory (with that trajectory's own sample
+//! stream) and the results are gathered.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use skyrl_rollout::{GeneratorRequest, RolloutParams};
+
+use super::step_metrics::mean;
+use super::work::derive_seed;
+use super::Trainer;
+use crate::metrics::StepMetrics;
+
+impl Trainer {
+    /// Evaluates the current policy on the validation split.
+    pub fn evaluate(&self) -> Result<StepMetrics> {
+        let g = &self.cfg.generator;
+        let sp = g
+            .eval_sampling_params
+            .clone()
+            .unwrap_or_else(|| g.sampling_params.clone());
+        let mut rewards = Vec::new();
+        let mut env_sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let all: Vec<usize> = (0..self.val_data.len()).collect();
+        let chunk_size = self.cfg.trainer.eval_batch_size.max(1);
+        for (k, chunk) in all.chunks(chunk_size).enumerate() {
+            let all = self.requests(chunk, &self.val_data, g.eval_n_samples_per_prompt);
+            let (rank, world) = (self.dist.rank(), self.dist.world());
+            let reqs: Vec<_> = all
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % world == rank)
+                .map(|(i, r)| GeneratorRequest {
+                    stream: Some(i as u64),
+                    ..r
+                })
+                .collect();
+            if reqs.is_empty() {
+                continue;
+            }
+            let seed = derive_seed(self.cfg.trainer.seed, self.global_step, 1000 + k as u64);
+            let params = RolloutParams::from_config(g, &sp, Some(seed));
+            let out = self
+                .generator
+                .generate(&self.rollout, &self.tokenizer, &reqs, &params)?;
+            let n = reqs.len() as f64;
+            for (key, v) in &out.env_metrics {
+                let e = env_sums.entry(key.clone()).or_default();
+                e.0 += v * n;
+                e.1 += n;
+            }
+            rewards.extend(out.sequence_rewards());
+        }
+        let mut rewards_all = Vec::new();
+        let mut env_all: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for (r, sums) in self.dist.all_gather_json(&(rewards, env_sums))? {
+            rewards_all.extend(r);
+            for (k, (s, n)) in sums {
+                let e = env_all.entry(k).or_default();
+                e.0 += s;
+                e.1 += n;
+            }
+        }
+        let (rewards, env_sums) = (rewards_all, env_all);
+        let mut m = StepMetrics::new();
+        m.insert("eval/reward_mean".into(), mean(&rewards));
+        m.insert("eval/num_samples".into(), rewards.len() as f64);
+        for (k, (s, n)) in env_sums {
+            m.insert(format!("eval/env/{k}"), s / n.max(1.0));
+        }
+        Ok(m)
+    }
+}

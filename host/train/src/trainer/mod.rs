@@ -1,0 +1,327 @@
+//! The GRPO/PPO trainer (skyrl's `RayPPOTrainer.train`). A step reads as
+//! the RL step itself: generate rollouts → filter and score → old and
+//! reference logprobs → advantages → policy update → weight sync. Each line
+//! is a call into a role's worker ([`crate::workers`]), the generator
+//! (skyrl-rollout) or the engines (skyrl-inference).
+//!
+//! Submodules: [`setup`](self) builds a trainer, `work` hands out batches of
+//! prompts, `advantages` turns rollouts into advantages, `step_metrics`
+//! names what a step measured, `eval` evaluates, `pipeline` runs the
+//! one-step-off and fully-async modes, and `run` is the outer loop.
+
+mod advantages;
+mod eval;
+mod pipeline;
+mod run;
+mod setup;
+mod step_metrics;
+mod work;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use skyrl_inference::weight_sync::WeightSync;
+use skyrl_inference::RolloutEngine;
+use skyrl_model::{CausalLm, Tokenizer};
+use skyrl_rollout::{step_wise, Generator, PluginSet};
+
+use crate::algorithms::{AdvantageEstimatorRegistry, KlController};
+use crate::batch::{pad_id, TrainingBatch};
+use crate::checkpoint::{self, CheckpointData, TrainerState};
+use crate::config::SkyrlConfig;
+use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
+use crate::dist::Dist;
+use crate::metrics::StepMetrics;
+use crate::workers::{OptimizerState, PolicyWorker, PpoBatch, PpoSettings, RefWorker};
+use advantages::{apply_output_filters, compute_advantages, AdvantageJob, StepRows};
+use step_metrics::{step_metrics, StepFacts};
+pub use work::request_for_row;
+use work::{Rollout, Work};
+
+/// Options outside the config tree.
+#[derive(Debug, Clone, Default)]
+pub struct TrainOptions {
+    /// Show an indicatif progress bar on stderr.
+    pub progress: bool,
+    /// Stop after this many steps in this invocation (for tests and resume checks).
+    pub max_steps: Option<u64>,
+    /// The `skyrl` executable whose `serve` runs the engines of disaggregated
+    /// local placement (default: this process's executable when it is `skyrl`).
+    pub engine_program: Option<PathBuf>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// This process's rank (0 wrote the metrics, plot, checkpoints and export).
+    pub rank: usize,
+    pub start_step: u64,
+    pub final_step: u64,
+    pub resumed_from: Option<PathBuf>,
+    /// Metrics of every step trained in this invocation, in order.
+    pub steps: Vec<StepMetrics>,
+    /// Eval metrics `(step, metrics)` of this invocation.
+    pub evals: Vec<(u64, StepMetrics)>,
+    pub metrics_path: PathBuf,
+    pub plot_path: Option<PathBuf>,
+    pub last_checkpoint: Option<PathBuf>,
+    pub wall_seconds: f64,
+}
+
+/// Everything the loop holds.
+pub struct Trainer {
+    cfg: SkyrlConfig,
+    /// This process's rank among the policy ranks.
+    dist: Arc<Dist>,
+    policy: PolicyWorker,
+    reference: Option<RefWorker>,
+    rollout: Arc<RolloutEngine>,
+    weight_sync: WeightSync,
+    tokenizer: Arc<Tokenizer>,
+    generator: Arc<Generator>,
+    /// Batches handed to rollout generation so far (seeds rollouts).
+    batches_taken: u64,
+    /// Data position after the last batch whose rollouts were all trained on
+    /// (what a checkpoint resumes from).
+    trained_pos: DataPosition,
+    train_data: PromptDataset,
+    val_data: PromptDataset,
+    sampler: EpochSampler,
+    adv_registry: AdvantageEstimatorRegistry,
+    global_step: u64,
+    resumed_from: Option<PathBuf>,
+    /// In-reward KL coefficient controller (`use_kl_in_reward`).
+    kl_ctrl: Option<KlController>,
+}
+
+impl Trainer {
+    /// The engines rollouts are sampled from.
+    pub fn rollout_engine(&self) -> &RolloutEngine {
+        &self.rollout
+    }
+
+    /// The policy being trained.
+    pub fn policy(&self) -> &CausalLm {
+        self.policy.model()
+    }
+
+    /// Current global step (steps completed).
+    pub fn global_step(&self) -> u64 {
+        self.global_step
+    }
+
+    /// Total steps of the run (epochs x batches per epoch).
+    pub fn total_steps(&self) -> u64 {
+        self.sampler.total_batches() as u64
+    }
+
+    fn ckpt_root(&self) -> PathBuf {
+        expand_home(&self.cfg.trainer.ckpt_path)
+    }
+
+    /// One training step on the next batch (rollouts, then training, then
+    /// weight sync); `None` when the data is exhausted.
+    pub fn train_step(&mut self) -> Result<Option<StepMetrics>> {
+        let Some(work) = self.take_work() else {
+            return Ok(None);
+        };
+        let gen_start = Instant::now();
+        let params = self.rollout_params(work.seed);
+        let out =
+            self.generator
+                .generate(&self.rollout, &self.tokenizer, &work.requests, &params)?;
+        let gen_secs = gen_start.elapsed().as_secs_f64();
+        let Work {
+            after,
+            group_ids,
+            rows,
+            epoch,
+            ..
+        } = work;
+        let mut m = self.train_on(Rollout {
+            out,
+            group_ids,
+            rows,
+            epoch,
+            gen_secs,
+            wait_secs: gen_secs,
+        })?;
+        self.trained_pos = after;
+        self.finish_step(&mut m)?;
+        Ok(Some(m))
+    }
+
+    /// Trains on one batch of rollouts (filters, advantages, policy update);
+    /// the caller syncs weights afterwards.
+    fn train_on(&mut self, rollout: Rollout) -> Result<StepMetrics> {
+        let step_start = Instant::now();
+        let Rollout {
+            mut out,
+            group_ids,
+            rows,
+            epoch,
+            gen_secs,
+            wait_secs,
+        } = rollout;
+        let cfg = self.cfg.clone();
+        let (t, a) = (&cfg.trainer, &cfg.trainer.algorithm);
+        let mut facts = StepFacts::of_rollouts(&out, self.global_step);
+        let dist = self.dist.clone();
+        let zero_var = apply_output_filters(&cfg, &dist, &rows, &mut out, &group_ids)?;
+        // Step-wise: one sample per turn; advantages come from last steps.
+        let steps = cfg.generator.step_wise_trajectories.then(|| {
+            let sw = step_wise::expand(&out);
+            out = sw.out;
+            StepRows {
+                trajectory: sw.trajectory,
+                is_last: sw.is_last,
+            }
+        });
+
+        let train_start = Instant::now();
+        let model = self.policy.model();
+        let batch =
+            TrainingBatch::from_output(&out, pad_id(&self.tokenizer, model), model.device());
+        let temperature = match a
+            .temperature
+            .unwrap_or(cfg.generator.sampling_params.temperature)
+        {
+            x if x > 0.0 => x,
+            _ => 1.0,
+        };
+        let micro_fwd = t.micro_forward_batch_size_per_gpu.max(1) as i64;
+        let old_lp = self.policy.logprobs(&batch, micro_fwd, temperature)?;
+        let ref_lp = match &self.reference {
+            Some(r) => Some(r.logprobs(&batch, micro_fwd, temperature)?),
+            None => None,
+        };
+        let mut extra = StepMetrics::new();
+        if a.zero_variance_filter {
+            let trained = if steps.is_some() {
+                out.len()
+            } else {
+                rows.total
+            };
+            extra.insert(
+                "filter/zero_variance_masked_frac".into(),
+                zero_var as f64 / trained.max(1) as f64,
+            );
+        }
+        let job = AdvantageJob {
+            batch: &batch,
+            old_logprobs: &old_lp,
+            ref_logprobs: ref_lp.as_ref(),
+            group_ids: &group_ids,
+            rows: &rows,
+            steps: steps.as_ref(),
+        };
+        let kl_ctrl = self.kl_ctrl.as_mut();
+        let advantages =
+            compute_advantages(&cfg, &dist, &self.adv_registry, kl_ctrl, &job, &mut extra)?;
+        let update = self.policy.ppo_update(
+            &PpoBatch {
+                batch: &batch,
+                advantages: &advantages,
+                old_logprobs: &old_lp,
+                ref_logprobs: ref_lp.as_ref(),
+            },
+            &PpoSettings {
+                algorithm: a,
+                temperature,
+                mini_batch_rows: (t.policy_mini_batch_size * cfg.generator.n_samples_per_prompt
+                    / dist.world()) as i64,
+                micro_batch_rows: t.micro_train_batch_size_per_gpu.max(1) as i64,
+                epochs: t.update_epochs_per_batch,
+                max_grad_norm: t.policy.optimizer_config.max_grad_norm,
+            },
+        )?;
+        self.global_step += 1;
+        facts.add_training(&out, &update);
+        facts.generate_secs = gen_secs;
+        facts.wait_secs = wait_secs;
+        facts.train_secs = train_start.elapsed().as_secs_f64();
+        let facts = StepFacts::merge(dist.all_gather_json(&facts)?);
+        Ok(step_metrics(
+            &facts,
+            epoch,
+            step_start.elapsed().as_secs_f64(),
+            extra,
+        ))
+    }
+
+    /// Syncs weights after a step and records the sync metrics.
+    fn finish_step(&mut self, m: &mut StepMetrics) -> Result<()> {
+        let sync = self.sync_weights()?;
+        m.insert("time/weight_sync".into(), sync.seconds);
+        m.insert("weight_sync/bytes".into(), sync.bytes as f64);
+        if let Some(v) = sync.versions.iter().flatten().min() {
+            m.insert("inference/weight_version".into(), *v as f64);
+        }
+        if let Some(client) = self.rollout.remote_client() {
+            for (i, st) in client.stats().iter().enumerate() {
+                m.insert(format!("inference/engine{i}/requests"), st.requests as f64);
+                m.insert(format!("inference/engine{i}/failures"), st.failures as f64);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a resumable checkpoint of the current step: rank 0 writes the
+    /// weights, the trainer state and a whole optimizer state; with a sharded
+    /// optimizer every rank writes its shard into the same staging directory.
+    pub fn save_checkpoint(&self, metrics: &StepMetrics) -> Result<PathBuf> {
+        let root = self.ckpt_root();
+        let step = self.global_step;
+        let staging = checkpoint::staging_dir(&root, step);
+        if self.dist.is_main() {
+            checkpoint::prepare_staging(&root, step)?;
+        }
+        self.dist.barrier()?;
+        let (model, optimizer) = self.policy.checkpoint_state();
+        let full = match optimizer {
+            OptimizerState::Full(state) => state,
+            OptimizerState::Shard { layout, shard } => {
+                checkpoint::write_optimizer_shard(&staging, self.dist.rank(), &layout, &shard)?;
+                Vec::new()
+            }
+        };
+        self.dist.barrier()?;
+        if self.dist.is_main() {
+            let state = TrainerState {
+                global_step: step,
+                data_position: self.trained_pos,
+                seed: self.cfg.trainer.seed,
+                kl_ctrl_value: self.kl_ctrl.as_ref().map(KlController::value),
+                metrics: metrics.clone(),
+                extra: serde_json::to_value(&self.cfg)?,
+            };
+            let data = CheckpointData {
+                model: &model,
+                optimizer: &full,
+                extra: &[],
+                state: &state,
+            };
+            checkpoint::write_staged(&staging, &data)?;
+            checkpoint::commit_staged(&root, &staging, step, self.cfg.trainer.max_ckpts_to_keep)?;
+        }
+        self.dist.barrier()?;
+        Ok(checkpoint::step_dir(&root, step))
+    }
+}
+
+/// Builds a [`Trainer`] and runs it. With several ranks an error names the
+/// rank that reports it.
+pub fn train(cfg: SkyrlConfig, envs: PluginSet, opts: &TrainOptions) -> Result<RunSummary> {
+    let run = || Trainer::with_options(cfg, envs, opts)?.run(opts);
+    match Dist::launch_label() {
+        Some(label) => run().context(label),
+        None => run(),
+    }
+}
+
+/// Ensures a directory exists (helper for callers preparing a run dir).
+pub fn ensure_dir(p: &Path) -> Result<()> {
+    std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))
+}

@@ -1,0 +1,284 @@
+//! Building a [`Trainer`]: refuse what it cannot do, load data, the policy
+//! and reference workers, start the rollout engines the placement asks for,
+//! wire the generator (rubric, custom generator plugin) and resume from a
+//! checkpoint when `trainer.resume_mode` selects one.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use skyrl_inference::placement::{self, Placement};
+use skyrl_inference::startup::{seconds, start_engines, PolicySource};
+use skyrl_inference::weight_sync::{SyncReport, WeightSync};
+use skyrl_model::{LoadOptions, Tokenizer};
+use skyrl_rollout::custom_generator::CustomGenerator;
+use skyrl_rollout::rubric::Rubric;
+use skyrl_rollout::{Generator, PluginSet};
+use tch::Kind;
+use tracing::info;
+
+use super::{TrainOptions, Trainer};
+use crate::algorithms::{AdvantageEstimatorRegistry, KlController, PolicyLossRegistry};
+use crate::checkpoint;
+use crate::config::{SkyrlConfig, TrainingMode};
+use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
+use crate::dist::Dist;
+use crate::model_setup::resolve_model_dir;
+use crate::workers::{PolicySettings, PolicyWorker, RefWorker, Strategy};
+
+/// Fails clearly on configuration this trainer does not implement (rather
+/// than silently ignoring it).
+fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
+    let t = &cfg.trainer;
+    let g = &cfg.generator;
+    let mut e = Vec::new();
+    if t.algorithm.advantage_estimator == "gae" {
+        e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported by this trainer yet");
+    }
+    if t.algorithm.dynamic_sampling.kind.is_some() {
+        e.push("trainer.algorithm.dynamic_sampling.type is not supported by this trainer yet; set it to null");
+    }
+    if g.step_wise_trajectories && t.algorithm.use_kl_in_reward {
+        e.push("generator.step_wise_trajectories with trainer.algorithm.use_kl_in_reward is not supported (use use_kl_loss)");
+    }
+    if !g.use_conversation_multi_turn {
+        e.push("generator.use_conversation_multi_turn=false is not supported yet");
+    }
+    if t.update_ref_every_epoch {
+        e.push("trainer.update_ref_every_epoch is not supported yet");
+    }
+    if e.is_empty() {
+        Ok(())
+    } else {
+        bail!("unsupported configuration:\n  - {}", e.join("\n  - "))
+    }
+}
+
+/// Fails clearly on what `w` ranks cannot do yet, before any work.
+fn check_distributed(cfg: &SkyrlConfig, w: usize) -> Result<()> {
+    if w == 1 {
+        return Ok(());
+    }
+    // Batch sizes that do not split evenly over the ranks are refused when
+    // the config is loaded (`validate`, with the data-parallel size).
+    let (t, g) = (&cfg.trainer, &cfg.generator);
+    let mut e = Vec::new();
+    if g.step_wise_trajectories {
+        e.push("generator.step_wise_trajectories is not supported with several ranks yet (each rank would train a different number of steps); run it on one process".to_string());
+    }
+    if t.training_mode == TrainingMode::FullyAsync {
+        e.push("trainer.training_mode=fully_async is not supported with several ranks yet (ranks would train on different groups); use sync or one_step_off".to_string());
+    }
+    if e.is_empty() {
+        Ok(())
+    } else {
+        bail!("unsupported with {w} ranks:\n  - {}", e.join("\n  - "))
+    }
+}
+
+/// This rank's part of the engine fleet: launched servers and external
+/// urls are split between the ranks; a colocated engine is per rank anyway.
+fn rank_placement(placement: Placement, dist: &Dist) -> Result<Placement> {
+    let (r, w) = (dist.rank(), dist.world());
+    Ok(match placement {
+        Placement::LocalServers { num_engines } if w > 1 => {
+            if !num_engines.is_multiple_of(w) {
+                bail!(
+                    "generator.inference_engine.num_engines ({num_engines}) must be a multiple of \
+                     the number of ranks ({w}): each rank starts and drives its share"
+                );
+            }
+            Placement::LocalServers {
+                num_engines: num_engines / w,
+            }
+        }
+        Placement::External { urls } if w > 1 => {
+            if urls.len() < w {
+                bail!(
+                    "generator.inference_engine.remote_urls lists {} servers for {w} ranks; \
+                     each rank needs at least one (servers are split between the ranks)",
+                    urls.len()
+                );
+            }
+            Placement::External {
+                urls: urls.into_iter().skip(r).step_by(w).collect(),
+            }
+        }
+        p => p,
+    })
+}
+
+/// Every dataset row's env class must have a plugin.
+fn check_env_classes(cfg: &SkyrlConfig, data: &PromptDataset, envs: &PluginSet) -> Result<()> {
+    for row in &data.rows {
+        let class = row
+            .env_class
+            .clone()
+            .unwrap_or_else(|| cfg.environment.env_class.clone());
+        if !envs.classes().contains(&class) {
+            bail!(
+                "{}: env class `{class}` has no plugin (registered: {:?}); pass --plugin {class}=PATH",
+                row.origin,
+                envs.classes()
+            );
+        }
+    }
+    Ok(())
+}
+
+impl Trainer {
+    /// Loads data and models, creates the optimiser, and resumes when a
+    /// checkpoint is selected by `trainer.resume_mode`.
+    pub fn new(cfg: SkyrlConfig, envs: PluginSet) -> Result<Self> {
+        Self::with_options(cfg, envs, &TrainOptions::default())
+    }
+
+    /// [`Trainer::new`] with the options that affect setup (the engine program).
+    pub fn with_options(cfg: SkyrlConfig, envs: PluginSet, opts: &TrainOptions) -> Result<Self> {
+        reject_unsupported(&cfg)?;
+        let ie = &cfg.generator.inference_engine;
+        let plan = placement::plan(cfg.trainer.placement.colocate_all, ie)?;
+        let adv_registry = AdvantageEstimatorRegistry::with_defaults();
+        cfg.validate_names(&adv_registry, &PolicyLossRegistry::with_defaults())?;
+        let t = &cfg.trainer;
+        let strategy = Strategy::parse(&t.strategy).map_err(anyhow::Error::msg)?;
+        check_distributed(&cfg, Dist::launched_world()?)?;
+        let dist = Arc::new(Dist::from_env(&cfg)?);
+        let train_data = PromptDataset::load(&cfg.data.train_data)?;
+        let val_data = PromptDataset::load(&cfg.data.val_data)?;
+        let sampler =
+            EpochSampler::new(train_data.len(), t.train_batch_size, t.seed, t.epochs, true)?;
+        check_env_classes(&cfg, &train_data, &envs)?;
+        let export = expand_home(&t.export_path);
+        let init_dir = export.join("init_model");
+        // Rank 0 writes a random init first; the others then find it.
+        let policy_dir =
+            dist.main_first(|| resolve_model_dir(&t.policy.model, &init_dir, t.seed))?;
+        let options = LoadOptions {
+            device: dist.device(),
+            kind: if t.bf16 { Kind::BFloat16 } else { Kind::Float },
+        };
+        let settings = PolicySettings {
+            strategy,
+            gradient_checkpointing: t.gradient_checkpointing,
+            offload_optimizer: t.policy.optimizer_config.offload_after_step,
+        };
+        let opt_cfg = &t.policy.optimizer_config;
+        let policy = PolicyWorker::load(&policy_dir, &options, opt_cfg, settings, dist.clone())?;
+        let tokenizer = Tokenizer::from_dir(&policy_dir)?;
+        let reference = if t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward {
+            let ref_dir =
+                dist.main_first(|| resolve_model_dir(&t.reference.model, &init_dir, t.seed))?;
+            Some(RefWorker::load(&ref_dir, &options)?)
+        } else {
+            None
+        };
+        let mut generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
+        if let Some(r) = &cfg.environment.reward_rubric {
+            generator.set_rubric(Rubric::new(r, generator.envs.rewards())?);
+        }
+        let source = PolicySource {
+            model: policy.model(),
+            dir: &policy_dir,
+            engine_program: opts.engine_program.as_deref(),
+        };
+        let placement = rank_placement(plan.placement, &dist)?;
+        let rollout = Arc::new(start_engines(&placement, ie, &source)?);
+        let tokenizer = Arc::new(tokenizer);
+        if let Some(plugin) = generator.envs.generator().cloned() {
+            let c = &cfg.generator.custom_generator;
+            generator.set_custom(CustomGenerator::new(
+                plugin,
+                c.config.clone(),
+                c.timeout_s,
+                rollout.clone(),
+                tokenizer.clone(),
+            )?);
+        }
+        if let Some(client) = rollout.remote_client() {
+            let wait = seconds(ie.engine_startup_timeout_s);
+            generator.runtime().block_on(client.wait_ready(wait))?;
+        }
+        let mut sync_dir = match &ie.weight_sync_path {
+            Some(p) => expand_home(p),
+            None => export.join("weight_sync"),
+        };
+        if dist.world() > 1 {
+            sync_dir = sync_dir.join(format!("rank{}", dist.rank()));
+        }
+        let weight_sync = WeightSync::new(plan.weight_sync, sync_dir);
+        let kl_ctrl = if t.algorithm.use_kl_in_reward {
+            Some(KlController::from_config(&t.algorithm)?)
+        } else {
+            None
+        };
+        let mut trainer = Self {
+            cfg,
+            dist,
+            policy,
+            reference,
+            rollout,
+            weight_sync,
+            tokenizer,
+            batches_taken: 0,
+            trained_pos: DataPosition::default(),
+            generator: Arc::new(generator),
+            train_data,
+            val_data,
+            sampler,
+            adv_registry,
+            global_step: 0,
+            resumed_from: None,
+            kl_ctrl,
+        };
+        trainer.maybe_resume()?;
+        trainer.trained_pos = trainer.sampler.position();
+        trainer.batches_taken = trainer.global_step;
+        // A resumed policy, or separate engines (which may serve other
+        // weights), need the policy's weights before the first rollout.
+        if trainer.resumed_from.is_some() || trainer.rollout.remote_client().is_some() {
+            trainer.sync_weights()?;
+        }
+        Ok(trainer)
+    }
+
+    /// Restores the checkpoint `trainer.resume_mode` selects, if any.
+    fn maybe_resume(&mut self) -> Result<()> {
+        let t = &self.cfg.trainer;
+        let Some(dir) = checkpoint::resolve_resume(
+            &self.ckpt_root(),
+            t.resume_mode.as_deref(),
+            t.resume_path.as_deref(),
+        )?
+        else {
+            return Ok(());
+        };
+        let ck = checkpoint::load_checkpoint(&dir)?;
+        self.policy
+            .restore(ck.model, ck.optimizer)
+            .with_context(|| format!("cannot restore the policy from {}", dir.display()))?;
+        self.sampler.restore(ck.state.data_position)?;
+        self.global_step = ck.state.global_step;
+        if let (Some(ctrl), Some(v)) = (self.kl_ctrl.as_mut(), ck.state.kl_ctrl_value) {
+            match ctrl {
+                KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value = v,
+            }
+        }
+        info!(dir = %dir.display(), step = self.global_step, "resumed");
+        self.resumed_from = Some(dir);
+        Ok(())
+    }
+
+    /// Makes the inference engines serve the policy's current weights.
+    pub(super) fn sync_weights(&mut self) -> Result<SyncReport> {
+        let rt = self.generator.runtime();
+        self.weight_sync
+            .sync(
+                self.policy.model(),
+                &self.tokenizer,
+                &self.rollout,
+                self.global_step,
+                &rt,
+            )
+            .context("weight sync to the inference engines failed")
+    }
+}

@@ -1,0 +1,16 @@
+//! The roles of an RL step as workers, each owning its model and what goes
+//! with it (skyrl's `workers/`): [`PolicyWorker`] (the trained model, its
+//! optimizer and checkpoint part) and [`RefWorker`] (the frozen reference).
+//! The trainer loop only sequences calls into them; how a role is
+//! distributed lives inside it.
+
+pub mod forward;
+pub mod policy;
+pub mod reference;
+pub mod strategy;
+
+pub use policy::{
+    MemoryReport, OptimizerState, PolicySettings, PolicyWorker, PpoBatch, PpoReport, PpoSettings,
+};
+pub use reference::RefWorker;
+pub use strategy::Strategy;
