@@ -1,7 +1,8 @@
 //! `skyrl train` over several ranks (Gloo on loopback, one torch thread per
 //! rank): 2 ranks against 1 for `ddp` and the sharded strategy, launched by
-//! torchrun and by hand; sharded checkpoints resumed on another world size;
-//! a killed rank; launches that must fail before any work.
+//! torchrun, with torchrun's variables and with srun's; sharded checkpoints
+//! resumed on another world size; a killed rank; launches that must fail
+//! before any work.
 
 mod common;
 
@@ -40,6 +41,7 @@ fn args(dir: &Path, steps: u64, strategy: &str, world: usize, extra: &[&str]) ->
         "generator.n_samples_per_prompt=2".into(),
         format!("trainer.strategy={strategy}"),
         format!("trainer.placement.policy_num_gpus_per_node={world}"),
+        format!("trainer.placement.ref_num_gpus_per_node={world}"),
     ];
     a.extend(extra.iter().map(|s| s.to_string()));
     a
@@ -55,6 +57,7 @@ fn skyrl_cmd() -> Command {
         .env("OMP_NUM_THREADS", "1")
         .env_remove("RANK")
         .env_remove("WORLD_SIZE")
+        .env_remove("SLURM_PROCID")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
@@ -68,17 +71,35 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts `world` ranks of `skyrl <args>` with torchrun's variables set by hand.
-fn spawn_ranks(world: usize, args: &[String]) -> Vec<Child> {
+/// Which launcher's variables the ranks get.
+#[derive(Clone, Copy)]
+enum Launcher {
+    /// torchrun's RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE.
+    Torchrun,
+    /// srun's SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NTASKS_PER_NODE.
+    Slurm,
+}
+
+/// Starts `world` ranks of `skyrl <args>` with a launcher's variables set by hand.
+fn spawn_ranks(world: usize, args: &[String], launcher: Launcher) -> Vec<Child> {
     let port = free_port().to_string();
+    let names = match launcher {
+        Launcher::Torchrun => ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
+        Launcher::Slurm => [
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+            "SLURM_NTASKS_PER_NODE",
+        ],
+    };
     (0..world)
         .map(|r| {
             let mut c = skyrl_cmd();
             c.args(args)
-                .env("RANK", r.to_string())
-                .env("WORLD_SIZE", world.to_string())
-                .env("LOCAL_RANK", r.to_string())
-                .env("LOCAL_WORLD_SIZE", world.to_string())
+                .env(names[0], r.to_string())
+                .env(names[1], world.to_string())
+                .env(names[2], r.to_string())
+                .env(names[3], world.to_string())
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", &port);
             c.spawn().expect("start a rank")
@@ -88,7 +109,11 @@ fn spawn_ranks(world: usize, args: &[String]) -> Vec<Child> {
 
 /// Runs `world` ranks to the end; asserts each succeeded.
 fn run_ranks(world: usize, args: &[String]) -> Vec<Output> {
-    let outs: Vec<Output> = spawn_ranks(world, args)
+    run_ranks_with(world, args, Launcher::Torchrun)
+}
+
+fn run_ranks_with(world: usize, args: &[String], launcher: Launcher) -> Vec<Output> {
+    let outs: Vec<Output> = spawn_ranks(world, args, launcher)
         .into_iter()
         .map(|c| c.wait_with_output().unwrap())
         .collect();
@@ -227,10 +252,10 @@ fn sharded_checkpoints_resume_on_another_world_size() {
     let out = run_single(&args(&down, 1, "fsdp2", 1, &[]));
     assert!(text(&out).contains("trained steps 2..3"), "{}", text(&out));
     assert_same_run(&whole, &down, 3, "2 ranks then 1");
-    // 1 rank, then 2.
+    // 1 rank, then 2 (launched as srun would: SLURM's variables).
     let up = tmp.path().join("up");
     run_single(&args(&up, 2, "fsdp2", 1, &[]));
-    let outs = run_ranks(2, &args(&up, 1, "fsdp2", 2, &[]));
+    let outs = run_ranks_with(2, &args(&up, 1, "fsdp2", 2, &[]), Launcher::Slurm);
     assert!(
         text(&outs[0]).contains("trained steps 2..3"),
         "{}",
@@ -244,7 +269,7 @@ fn a_killed_rank_stops_the_other_with_its_name() {
     let tmp = tempfile::tempdir().unwrap();
     let mut a = args(tmp.path(), 100_000, "ddp", 2, &["trainer.ckpt_interval=-1"]);
     a.retain(|x| x != "--quiet");
-    let mut ranks = spawn_ranks(2, &a);
+    let mut ranks = spawn_ranks(2, &a, Launcher::Torchrun);
     // Wait for training to start (rank 0's first metrics line), then kill -9 rank 1.
     let log = tmp.path().join("logs/metrics.jsonl");
     let start = Instant::now();

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde_json::{json, Value};
 use skyrl_inference::RolloutEngine;
-use skyrl_model::{ChatMessage, SampleStream, Tokenizer};
+use skyrl_model::{ChatMessage, Completion, SampleStream, Tokenizer};
 use skyrl_runtime::{EnvInstance, Message};
 use tracing::warn;
 
@@ -40,6 +40,67 @@ struct Trajectory {
 }
 
 impl Trajectory {
+    fn new(env_class: &str) -> Self {
+        Self {
+            env: None,
+            env_class: env_class.to_string(),
+            prompt_ids: Vec::new(),
+            response_ids: Vec::new(),
+            loss_mask: Vec::new(),
+            logprobs: Vec::new(),
+            rewards: Vec::new(),
+            stop_reason: None,
+            turns: 0,
+            metrics: None,
+            version: None,
+            spans: Vec::new(),
+        }
+    }
+
+    /// Appends a generated turn (loss mask 1) sampled by policy `version`.
+    fn add_generated(&mut self, c: &Completion, version: u64) {
+        self.version = Some(self.version.map_or(version, |v| v.min(version)));
+        let start = self.response_ids.len();
+        self.response_ids.extend_from_slice(&c.token_ids);
+        self.spans.push((start, self.response_ids.len()));
+        self.loss_mask
+            .extend(std::iter::repeat_n(1.0, c.token_ids.len()));
+        self.logprobs.extend_from_slice(&c.logprobs);
+        self.rewards
+            .extend(std::iter::repeat_n(0.0, c.token_ids.len()));
+        self.turns += 1;
+    }
+
+    /// Appends observation tokens (loss mask 0, logprob 0).
+    fn add_observation(&mut self, obs: &[i64]) {
+        self.response_ids.extend_from_slice(obs);
+        self.loss_mask.extend(std::iter::repeat_n(0.0, obs.len()));
+        self.logprobs.extend(std::iter::repeat_n(0.0, obs.len()));
+        self.rewards.extend(std::iter::repeat_n(0.0, obs.len()));
+    }
+
+    /// Cuts the response to `budget` tokens; the rewards of cut tokens move
+    /// to the new last token.
+    fn truncate(&mut self, budget: usize) {
+        if self.response_ids.len() <= budget {
+            return;
+        }
+        let dropped: f32 = self.rewards[budget..].iter().sum();
+        self.response_ids.truncate(budget);
+        self.loss_mask.truncate(budget);
+        self.logprobs.truncate(budget);
+        self.rewards.truncate(budget);
+        if let Some(last) = self.rewards.last_mut() {
+            *last += dropped;
+        }
+        self.spans = self
+            .spans
+            .iter()
+            .map(|&(a, b)| (a, b.min(budget)))
+            .filter(|&(a, b)| a < b)
+            .collect();
+    }
+
     fn fail(&mut self, err: &anyhow::Error) {
         warn!(env_class = %self.env_class, "environment error, trajectory gets reward 0: {err:#}");
         self.rewards.iter_mut().for_each(|r| *r = 0.0);
@@ -71,6 +132,11 @@ fn observation_ids(tokenizer: &Tokenizer, observations: &[Message]) -> Result<Ve
     Ok(ids[base_ids.len().min(ids.len())..].to_vec())
 }
 
+/// One turn's trajectories: indices into the call's trajectories.
+struct Turn {
+    active: Vec<usize>,
+}
+
 impl Generator {
     /// The built-in multi-turn loop (see the module docs).
     pub(crate) async fn agent_loop(
@@ -81,7 +147,28 @@ impl Generator {
         requests: &[GeneratorRequest],
         params: &RolloutParams,
     ) -> Result<GeneratorOutput> {
-        // Create + init every env on the blocking pool.
+        let mut trajs = self.start_envs(tokenizer, requests, params).await?;
+        while let Some(turn) = next_turn(&mut trajs, params) {
+            let ctx = TurnContext {
+                call,
+                engine,
+                tokenizer,
+                requests,
+                params,
+            };
+            run_turn(&ctx, &mut trajs, turn).await?;
+        }
+        Ok(collect_output(trajs, params, engine.version()))
+    }
+
+    /// Creates and initialises every env on the blocking pool; a failed init
+    /// fails its trajectory only.
+    async fn start_envs(
+        &self,
+        tokenizer: &Tokenizer,
+        requests: &[GeneratorRequest],
+        params: &RolloutParams,
+    ) -> Result<Vec<Trajectory>> {
         let mut jobs = Vec::with_capacity(requests.len());
         for r in requests {
             let (plugin, config) = self.envs.get(&r.env_class)?;
@@ -102,20 +189,7 @@ impl Generator {
         .await;
         let mut trajs = Vec::with_capacity(requests.len());
         for (r, init) in requests.iter().zip(inits) {
-            let mut t = Trajectory {
-                env: None,
-                env_class: r.env_class.clone(),
-                prompt_ids: Vec::new(),
-                response_ids: Vec::new(),
-                loss_mask: Vec::new(),
-                logprobs: Vec::new(),
-                rewards: Vec::new(),
-                stop_reason: None,
-                turns: 0,
-                metrics: None,
-                version: None,
-                spans: Vec::new(),
-            };
+            let mut t = Trajectory::new(&r.env_class);
             match init {
                 Ok((env, init)) => {
                     t.prompt_ids = tokenizer.encode_chat(&to_chat(&init.prompt), true)?;
@@ -129,173 +203,172 @@ impl Generator {
             }
             trajs.push(t);
         }
+        Ok(trajs)
+    }
+}
 
-        loop {
-            let mut active: Vec<usize> = Vec::new();
-            for (i, t) in trajs.iter_mut().enumerate() {
-                if t.stop_reason.is_some() {
-                    continue;
-                }
-                if t.prompt_ids.len() + t.response_ids.len() > params.max_input_length {
-                    t.stop_reason = Some("length".into());
-                    continue;
-                }
-                active.push(i);
+/// What every turn of one call shares.
+struct TurnContext<'a> {
+    call: u64,
+    engine: &'a RolloutEngine,
+    tokenizer: &'a Tokenizer,
+    requests: &'a [GeneratorRequest],
+    params: &'a RolloutParams,
+}
+
+/// The trajectories that take another turn (stopping with `"length"` those
+/// over `max_input_length`); `None` when all are done.
+fn next_turn(trajs: &mut [Trajectory], params: &RolloutParams) -> Option<Turn> {
+    let mut active: Vec<usize> = Vec::new();
+    for (i, t) in trajs.iter_mut().enumerate() {
+        if t.stop_reason.is_some() {
+            continue;
+        }
+        if t.prompt_ids.len() + t.response_ids.len() > params.max_input_length {
+            t.stop_reason = Some("length".into());
+            continue;
+        }
+        active.push(i);
+    }
+    (!active.is_empty()).then_some(Turn { active })
+}
+
+/// One turn: generate for every active trajectory as one batch, step their
+/// envs concurrently, append observations, close the envs that finished.
+async fn run_turn(ctx: &TurnContext<'_>, trajs: &mut [Trajectory], turn: Turn) -> Result<()> {
+    let Turn { active } = turn;
+    let inputs: Vec<Vec<i64>> = active
+        .iter()
+        .map(|&i| {
+            let t = &trajs[i];
+            let mut ids = t.prompt_ids.clone();
+            ids.extend_from_slice(&t.response_ids);
+            ids
+        })
+        .collect();
+    // Trajectory `i` samples from stream `i` (its row in the whole batch when
+    // given) of a per-turn seed: reproducible for the same inputs, whoever
+    // else is still active.
+    let turn = trajs[active[0]].turns as u64;
+    let turn_seed = match ctx.params.sampling.seed {
+        Some(seed) => seed.wrapping_mul(31).wrapping_add(turn),
+        None => rand::random(),
+    };
+    let streams: Vec<SampleStream> = active
+        .iter()
+        .map(|&i| SampleStream {
+            seed: turn_seed,
+            index: ctx.requests[i].stream.unwrap_or(i as u64),
+        })
+        .collect();
+    let call = ctx.call;
+    let sessions: Vec<String> = active.iter().map(|&i| format!("{call}-{i}")).collect();
+    let (completions, version) = ctx
+        .engine
+        .generate(&inputs, &streams, &ctx.params.sampling, &sessions)
+        .await?;
+    let mut step_jobs = Vec::with_capacity(active.len());
+    let mut gen_reasons = Vec::with_capacity(active.len());
+    for (&i, c) in active.iter().zip(&completions) {
+        let t = &mut trajs[i];
+        let text = ctx.tokenizer.decode(&c.token_ids, true)?;
+        t.add_generated(c, version);
+        gen_reasons.push(c.stop_reason.as_str().to_string());
+        let env = t.env.take().expect("active trajectories hold their env");
+        step_jobs.push((env, text));
+    }
+    let results = on_blocking_pool(step_jobs, |(mut env, text)| {
+        let out = env.step(&text);
+        let metrics = match &out {
+            Ok(s) if s.done => Some(env.metrics()),
+            _ => None,
+        };
+        (env, out, metrics)
+    })
+    .await;
+    let mut finished = Vec::new();
+    for ((&i, (env, out, metrics)), reason) in active.iter().zip(results).zip(gen_reasons) {
+        let t = &mut trajs[i];
+        let step = match out {
+            Ok(s) => s,
+            Err(e) => {
+                t.fail(&anyhow::Error::new(e));
+                continue;
             }
-            if active.is_empty() {
-                break;
-            }
-            let inputs: Vec<Vec<i64>> = active
-                .iter()
-                .map(|&i| {
-                    let t = &trajs[i];
-                    let mut ids = t.prompt_ids.clone();
-                    ids.extend_from_slice(&t.response_ids);
-                    ids
-                })
-                .collect();
-            // Trajectory `i` samples from stream `i` of a per-turn seed:
-            // reproducible for the same inputs, whoever else is still active.
-            let turn = trajs[active[0]].turns as u64;
-            let turn_seed = match params.sampling.seed {
-                Some(seed) => seed.wrapping_mul(31).wrapping_add(turn),
-                None => rand::random(),
+        };
+        if let Some(last) = t.rewards.last_mut() {
+            *last += step.reward as f32;
+        }
+        if step.done || t.turns >= ctx.params.max_turns {
+            t.metrics = match metrics {
+                Some(Ok(m)) => Some(m),
+                Some(Err(e)) => {
+                    warn!("env metrics failed: {e}");
+                    None
+                }
+                None => None,
             };
-            let streams: Vec<SampleStream> = active
-                .iter()
-                .map(|&i| SampleStream {
-                    seed: turn_seed,
-                    index: requests[i].stream.unwrap_or(i as u64),
-                })
-                .collect();
-            let sessions: Vec<String> = active.iter().map(|&i| format!("{call}-{i}")).collect();
-            let (completions, version) = engine
-                .generate(&inputs, &streams, &params.sampling, &sessions)
-                .await?;
-            let mut step_jobs = Vec::with_capacity(active.len());
-            let mut gen_reasons = Vec::with_capacity(active.len());
-            for (&i, c) in active.iter().zip(&completions) {
-                let t = &mut trajs[i];
-                t.version = Some(t.version.map_or(version, |v| v.min(version)));
-                let text = tokenizer.decode(&c.token_ids, true)?;
-                let start = t.response_ids.len();
-                t.response_ids.extend_from_slice(&c.token_ids);
-                t.spans.push((start, t.response_ids.len()));
-                t.loss_mask
-                    .extend(std::iter::repeat_n(1.0, c.token_ids.len()));
-                t.logprobs.extend_from_slice(&c.logprobs);
-                t.rewards
-                    .extend(std::iter::repeat_n(0.0, c.token_ids.len()));
-                t.turns += 1;
-                gen_reasons.push(c.stop_reason.as_str().to_string());
-                let env = t.env.take().expect("active trajectories hold their env");
-                step_jobs.push((env, text));
-            }
-            let results = on_blocking_pool(step_jobs, |(mut env, text)| {
-                let out = env.step(&text);
-                let metrics = match &out {
-                    Ok(s) if s.done => Some(env.metrics()),
+            t.stop_reason = Some(reason);
+            finished.push(env);
+            continue;
+        }
+        let obs = observation_ids(ctx.tokenizer, &step.observations)?;
+        t.add_observation(&obs);
+        t.env = Some(env);
+    }
+    // Guest code runs off the async threads: WASI host calls (files,
+    // clocks) block on tokio and must not run inside a worker.
+    on_blocking_pool(finished, |mut env| {
+        if let Err(e) = env.close() {
+            warn!("env close failed: {e}");
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// The call's output in request order: responses truncated to the total
+/// budget, env metrics averaged per `<env_class>/<name>`.
+fn collect_output(
+    trajs: Vec<Trajectory>,
+    params: &RolloutParams,
+    engine_version: u64,
+) -> GeneratorOutput {
+    let max_total = params.max_input_length + params.sampling.max_tokens;
+    let mut out = GeneratorOutput::default();
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for mut t in trajs {
+        // Truncate the response to the total budget (skyrl's max_response_tokens).
+        t.truncate(max_total.saturating_sub(t.prompt_ids.len()));
+        if let Some(Value::Object(m)) = &t.metrics {
+            for (k, v) in m {
+                let x = match v {
+                    Value::Number(n) => n.as_f64(),
+                    Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
                     _ => None,
                 };
-                (env, out, metrics)
-            })
-            .await;
-            let mut finished = Vec::new();
-            for ((&i, (env, out, metrics)), reason) in active.iter().zip(results).zip(gen_reasons) {
-                let t = &mut trajs[i];
-                let step = match out {
-                    Ok(s) => s,
-                    Err(e) => {
-                        t.fail(&anyhow::Error::new(e));
-                        continue;
-                    }
-                };
-                if let Some(last) = t.rewards.last_mut() {
-                    *last += step.reward as f32;
+                if let Some(x) = x {
+                    let e = sums.entry(format!("{}/{k}", t.env_class)).or_default();
+                    e.0 += x;
+                    e.1 += 1;
                 }
-                let done = step.done || t.turns >= params.max_turns;
-                if done {
-                    t.metrics = match metrics {
-                        Some(Ok(m)) => Some(m),
-                        Some(Err(e)) => {
-                            warn!("env metrics failed: {e}");
-                            None
-                        }
-                        None => None,
-                    };
-                    t.stop_reason = Some(reason);
-                    finished.push(env);
-                    continue;
-                }
-                let obs = observation_ids(tokenizer, &step.observations)?;
-                t.response_ids.extend_from_slice(&obs);
-                t.loss_mask.extend(std::iter::repeat_n(0.0, obs.len()));
-                t.logprobs.extend(std::iter::repeat_n(0.0, obs.len()));
-                t.rewards.extend(std::iter::repeat_n(0.0, obs.len()));
-                t.env = Some(env);
             }
-            // Guest code runs off the async threads: WASI host calls (files,
-            // clocks) block on tokio and must not run inside a worker.
-            on_blocking_pool(finished, |mut env| {
-                if let Err(e) = env.close() {
-                    warn!("env close failed: {e}");
-                }
-            })
-            .await;
         }
-
-        let max_total = params.max_input_length + params.sampling.max_tokens;
-        let mut out = GeneratorOutput::default();
-        let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
-        for mut t in trajs {
-            // Truncate the response to the total budget (skyrl's max_response_tokens).
-            let budget = max_total.saturating_sub(t.prompt_ids.len());
-            if t.response_ids.len() > budget {
-                let dropped: f32 = t.rewards[budget..].iter().sum();
-                t.response_ids.truncate(budget);
-                t.loss_mask.truncate(budget);
-                t.logprobs.truncate(budget);
-                t.rewards.truncate(budget);
-                if let Some(last) = t.rewards.last_mut() {
-                    *last += dropped;
-                }
-                t.spans = t
-                    .spans
-                    .iter()
-                    .map(|&(a, b)| (a, b.min(budget)))
-                    .filter(|&(a, b)| a < b)
-                    .collect();
-            }
-            if let Some(Value::Object(m)) = &t.metrics {
-                for (k, v) in m {
-                    let x = match v {
-                        Value::Number(n) => n.as_f64(),
-                        Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
-                        _ => None,
-                    };
-                    if let Some(x) = x {
-                        let e = sums.entry(format!("{}/{k}", t.env_class)).or_default();
-                        e.0 += x;
-                        e.1 += 1;
-                    }
-                }
-            }
-            out.prompt_token_ids.push(t.prompt_ids);
-            out.response_ids.push(t.response_ids);
-            out.loss_masks.push(t.loss_mask);
-            out.rollout_logprobs.push(t.logprobs);
-            out.rewards.push(t.rewards);
-            out.stop_reasons
-                .push(t.stop_reason.unwrap_or_else(|| "length".into()));
-            out.num_turns.push(t.turns);
-            out.turn_spans.push(t.spans);
-            out.policy_versions
-                .push(t.version.unwrap_or_else(|| engine.version()));
-        }
-        out.env_metrics = sums
-            .into_iter()
-            .map(|(k, (s, n))| (k, s / n as f64))
-            .collect();
-        Ok(out)
+        out.prompt_token_ids.push(t.prompt_ids);
+        out.response_ids.push(t.response_ids);
+        out.loss_masks.push(t.loss_mask);
+        out.rollout_logprobs.push(t.logprobs);
+        out.rewards.push(t.rewards);
+        out.stop_reasons
+            .push(t.stop_reason.unwrap_or_else(|| "length".into()));
+        out.num_turns.push(t.turns);
+        out.turn_spans.push(t.spans);
+        out.policy_versions
+            .push(t.version.unwrap_or(engine_version));
     }
+    out.env_metrics = sums
+        .into_iter()
+        .map(|(k, (s, n))| (k, s / n as f64))
+        .collect();
+    out
 }

@@ -442,3 +442,46 @@ fn tree_search_generator_plugin_runs_multi_turn_episodes() {
     assert_eq!(m["num_turns/mean"], 2.0, "{m:?}");
     assert!(m["loss"].is_finite() && m["grad_norm"] > 0.0, "{m:?}");
 }
+
+/// `trainer.gradient_checkpointing` recomputes each decoder layer in the
+/// backward without changing fp32 results; `trainer.bf16` trains bf16
+/// weights (fp32 master weights in the optimizer) within bf16 tolerance of fp32.
+#[test]
+fn gradient_checkpointing_is_exact_and_bf16_stays_close_to_fp32() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, extra: &[&str]| run_steps(config(&dir.path().join(name), extra), 2);
+    let (fp32, fp32_run) = run("fp32", &[]);
+    let (ckpt, ckpt_run) = run("ckpt", &["trainer.gradient_checkpointing=true"]);
+    for ((n, a), (_, b)) in params(&fp32).iter().zip(params(&ckpt)) {
+        let d = (a - &b).abs().max().double_value(&[]);
+        assert!(d <= 1e-6, "checkpointing changed {n} by {d}");
+    }
+    for (a, b) in fp32_run.steps.iter().zip(&ckpt_run.steps) {
+        assert!((a["loss"] - b["loss"]).abs() <= 1e-6 * a["loss"].abs().max(1e-3));
+        assert!((a["grad_norm"] - b["grad_norm"]).abs() <= 1e-5 * a["grad_norm"]);
+    }
+    let (bf16, bf16_run) = run(
+        "bf16",
+        &["trainer.bf16=true", "trainer.gradient_checkpointing=true"],
+    );
+    assert_eq!(bf16.policy().kind(), tch::Kind::BFloat16);
+    for (a, b) in fp32_run.steps.iter().zip(&bf16_run.steps) {
+        // bf16 keeps 8 bits of mantissa: 2^-8 relative per value.
+        for key in ["loss", "grad_norm", "entropy", "policy/approx_kl"] {
+            let tol = 0.02 * a[key].abs() + 2e-3;
+            assert!(
+                (a[key] - b[key]).abs() <= tol,
+                "{key}: fp32 {} bf16 {}",
+                a[key],
+                b[key]
+            );
+        }
+    }
+    for ((n, a), (_, b)) in params(&fp32).iter().zip(params(&bf16)) {
+        let d = (a - b.to_kind(tch::Kind::Float))
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(d <= 1e-2, "bf16 weight {n} is {d} away from fp32");
+    }
+}

@@ -133,7 +133,7 @@ impl SkyrlConfig {
         if let Err(msg) = crate::workers::Strategy::parse(&t.strategy) {
             e.push(msg);
         }
-        if !(t.dist_timeout_s > 0.0) {
+        if t.dist_timeout_s.is_nan() || t.dist_timeout_s <= 0.0 {
             e.push(format!(
                 "trainer.dist_timeout_s must be positive, got {}",
                 t.dist_timeout_s

@@ -82,13 +82,53 @@ impl FlatLayout {
         let mut parts = Vec::with_capacity(self.entries.len() + 1);
         for e in &self.entries {
             match tensors.get(&e.name).filter(|t| t.defined()) {
-                Some(t) => parts.push(t.detach().to_kind(Kind::Float).to_device(device).view([-1])),
+                Some(t) => parts.push(
+                    t.detach()
+                        .to_kind(Kind::Float)
+                        .to_device(device)
+                        .reshape([-1]),
+                ),
                 None => parts.push(Tensor::zeros([e.numel()], (Kind::Float, device))),
             }
         }
         let pad = self.padded_len() - self.numel;
         if pad > 0 {
             parts.push(Tensor::zeros([pad], (Kind::Float, device)));
+        }
+        Tensor::cat(&parts, 0)
+    }
+
+    /// Elements `[start, end)` of the padded flat vector of `tensors`
+    /// (zeros where a tensor is missing or past the end), in fp32 on
+    /// `device`, without building the whole vector.
+    pub fn flatten_range(
+        &self,
+        tensors: &HashMap<String, Tensor>,
+        start: i64,
+        end: i64,
+        device: Device,
+    ) -> Tensor {
+        let mut parts = Vec::new();
+        let mut covered = start;
+        for e in &self.entries {
+            let (lo, hi) = (e.offset.max(start), (e.offset + e.numel()).min(end));
+            if lo >= hi {
+                continue;
+            }
+            let part = match tensors.get(&e.name).filter(|t| t.defined()) {
+                Some(t) => t
+                    .detach()
+                    .reshape([-1])
+                    .narrow(0, lo - e.offset, hi - lo)
+                    .to_kind(Kind::Float)
+                    .to_device(device),
+                None => Tensor::zeros([hi - lo], (Kind::Float, device)),
+            };
+            parts.push(part);
+            covered = hi;
+        }
+        if covered < end {
+            parts.push(Tensor::zeros([end - covered], (Kind::Float, device)));
         }
         Tensor::cat(&parts, 0)
     }
@@ -177,6 +217,13 @@ mod tests {
             Vec::<f32>::try_from(&flat).unwrap(),
             vec![1.0, 2.0, 3.0, 4.0, 5.0, 0.0]
         );
+        for (a, b) in [(0, 6), (1, 4), (3, 6), (2, 3)] {
+            assert_eq!(
+                Vec::<f32>::try_from(&l.flatten_range(&map, a, b, Device::Cpu)).unwrap(),
+                Vec::<f32>::try_from(&flat.narrow(0, a, b - a)).unwrap(),
+                "range {a}..{b}"
+            );
+        }
         let back = l.unflatten(&flat).unwrap();
         assert_eq!(back[0].1.size(), vec![1, 2]);
         assert_eq!(

@@ -4,10 +4,12 @@
 //! flat ([`FlatLayout`]), reduce-scattered so that rank `r` holds the summed
 //! gradient of shard `r`, and released. The global gradient norm is the sum
 //! of the shards' squared norms. Each rank applies [`adam_update`] to its
-//! fp32 master shard with its shard of the moments, then the updated shards
-//! are all-gathered into every rank's parameters. Per rank that keeps
-//! `3 x numel / world` fp32 of optimizer state (master, exp_avg, exp_avg_sq)
-//! instead of `2-3 x numel`, and no gradient between steps.
+//! fp32 shard of the parameters with its shard of the moments, then the
+//! updated shards are all-gathered into every rank's parameters. Per rank
+//! that keeps `2 x numel / world` fp32 moments (plus an fp32 master shard
+//! when the parameters are bf16) instead of `2 x numel` (`3 x` in bf16), and
+//! no gradient between steps. fp32 parameters are their own master: the
+//! shard is read from them at each step.
 
 use std::collections::HashMap;
 
@@ -25,8 +27,9 @@ pub struct ShardedAdamW {
     params: Vec<(String, Tensor)>,
     layout: FlatLayout,
     rank: usize,
-    /// fp32 master copy of this rank's shard of the parameters.
-    master: Tensor,
+    /// fp32 master copy of this rank's shard of bf16 parameters (`None`:
+    /// the parameters are fp32 and hold the exact values).
+    master: Option<Tensor>,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
     step: i64,
@@ -48,7 +51,8 @@ impl ShardedAdamW {
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let layout = FlatLayout::new(&params, world);
         let device = params.first().map_or(Device::Cpu, |(_, p)| p.device());
-        let master = Self::shard_of(&layout, rank, &params, device);
+        let low_precision = params.iter().any(|(_, p)| p.kind() != Kind::Float);
+        let master = low_precision.then(|| Self::shard_of(&layout, rank, &params, device));
         let zeros = || Tensor::zeros([layout.shard_len], (Kind::Float, device));
         Self {
             exp_avg: zeros(),
@@ -93,10 +97,7 @@ impl ShardedAdamW {
             .collect();
         let (start, end) = layout.shard_range(rank);
         let _g = tch::no_grad_guard();
-        layout
-            .flatten(&map, device)
-            .narrow(0, start, end - start)
-            .copy()
+        layout.flatten_range(&map, start, end, device)
     }
 
     /// The flat layout (for checkpoint manifests).
@@ -128,7 +129,10 @@ impl ShardedAdamW {
     }
 
     fn move_state(&mut self, device: Device) {
-        for t in [&mut self.master, &mut self.exp_avg, &mut self.exp_avg_sq] {
+        for t in [&mut self.exp_avg, &mut self.exp_avg_sq]
+            .into_iter()
+            .chain(self.master.as_mut())
+        {
             *t = to_device(t, device);
         }
     }
@@ -173,8 +177,12 @@ impl ShardedAdamW {
         self.move_state(device);
         let grad = to_device(&shard, device);
         let hp = self.hp;
+        let mut target = match &self.master {
+            Some(m) => m.shallow_clone(),
+            None => Self::shard_of(&self.layout, self.rank, &self.params, device),
+        };
         adam_update(
-            &mut self.master,
+            &mut target,
             &grad,
             &mut self.exp_avg,
             &mut self.exp_avg_sq,
@@ -182,46 +190,51 @@ impl ShardedAdamW {
             lr,
             self.step,
         );
-        self.gather_params(dist)?;
+        self.gather_params(dist, &target)?;
         if let Some(d) = self.state_device {
             self.move_state(d);
         }
         Ok((norm, lr))
     }
 
-    /// All-gathers the master shards into every rank's parameters.
-    fn gather_params(&mut self, dist: &Dist) -> Result<()> {
+    /// All-gathers every rank's updated `shard` into its parameters.
+    fn gather_params(&mut self, dist: &Dist, shard: &Tensor) -> Result<()> {
         let comm = dist.collective_device();
         let full = match dist.group() {
             Some(g) => {
                 let mut full = Tensor::zeros([self.layout.padded_len()], (Kind::Float, comm));
-                g.all_gather(&mut full, &to_device(&self.master, comm))
+                g.all_gather(&mut full, &to_device(shard, comm))
                     .context("parameter all-gather failed")?;
                 full
             }
-            None => self.master.shallow_clone(),
+            None => shard.shallow_clone(),
         };
         for ((_, p), (_, new)) in self.params.iter_mut().zip(self.layout.unflatten(&full)?) {
-            let _ = p.f_copy_(&new)?;
+            p.f_copy_(&new)?;
         }
         Ok(())
     }
 
-    /// Bytes of optimizer state this rank holds (master shard and moments).
+    /// Bytes of optimizer state this rank holds (moments, and the master
+    /// shard of bf16 parameters).
     pub fn state_bytes(&self) -> i64 {
-        3 * self.layout.shard_len * 4
+        let tensors = 2 + i64::from(self.master.is_some());
+        tensors * self.layout.shard_len * 4
     }
 
-    /// This rank's shard of the state (`master`, `exp_avg`, `exp_avg_sq`,
-    /// `step`) as CPU snapshots, for a sharded checkpoint.
+    /// This rank's shard of the state (`exp_avg`, `exp_avg_sq`, `master` for
+    /// bf16 parameters, `step`) as CPU snapshots, for a sharded checkpoint.
     pub fn shard_state(&self) -> Vec<(String, Tensor)> {
         let cpu = |t: &Tensor| t.to_device(Device::Cpu).copy();
-        vec![
-            ("master".into(), cpu(&self.master)),
+        let mut out = vec![
             ("exp_avg".into(), cpu(&self.exp_avg)),
             ("exp_avg_sq".into(), cpu(&self.exp_avg_sq)),
             ("step".into(), Tensor::from_slice(&[self.step])),
-        ]
+        ];
+        if let Some(m) = &self.master {
+            out.push(("master".into(), cpu(m)));
+        }
+        out
     }
 
     /// Restores from the per-parameter state [`super::AdamW::state_tensors`]
@@ -234,7 +247,7 @@ impl ShardedAdamW {
             .remove("step")
             .context("optimizer state has no `step`")?
             .int64_value(&[0]);
-        let device = self.master.device();
+        let device = self.exp_avg.device();
         let mut group = |prefix: &str| -> Result<Vec<(String, Tensor)>> {
             self.params
                 .iter()
@@ -259,7 +272,9 @@ impl ShardedAdamW {
         let (m, v, master) = (group("exp_avg")?, group("exp_avg_sq")?, group("master")?);
         self.exp_avg = Self::shard_of(&self.layout, self.rank, &m, device);
         self.exp_avg_sq = Self::shard_of(&self.layout, self.rank, &v, device);
-        self.master = Self::shard_of(&self.layout, self.rank, &master, device);
+        if self.master.is_some() {
+            self.master = Some(Self::shard_of(&self.layout, self.rank, &master, device));
+        }
         self.step = step;
         if let Some(d) = self.state_device {
             self.move_state(d);

@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use skyrl_inference::weight_sync::WeightSync;
 use skyrl_inference::RolloutEngine;
 use skyrl_model::{CausalLm, Tokenizer};
-use skyrl_rollout::{step_wise, Generator, PluginSet};
+use skyrl_rollout::{step_wise, Generator, GeneratorOutput, PluginSet};
 
 use crate::algorithms::{AdvantageEstimatorRegistry, KlController};
 use crate::batch::{pad_id, TrainingBatch};
@@ -165,50 +165,32 @@ impl Trainer {
             gen_secs,
             wait_secs,
         } = rollout;
-        let cfg = self.cfg.clone();
-        let (t, a) = (&cfg.trainer, &cfg.trainer.algorithm);
+        let (cfg, dist) = (self.cfg.clone(), self.dist.clone());
         let mut facts = StepFacts::of_rollouts(&out, self.global_step);
-        let dist = self.dist.clone();
-        let zero_var = apply_output_filters(&cfg, &dist, &rows, &mut out, &group_ids)?;
-        // Step-wise: one sample per turn; advantages come from last steps.
-        let steps = cfg.generator.step_wise_trajectories.then(|| {
-            let sw = step_wise::expand(&out);
-            out = sw.out;
-            StepRows {
-                trajectory: sw.trajectory,
-                is_last: sw.is_last,
-            }
-        });
-
-        let train_start = Instant::now();
-        let model = self.policy.model();
-        let batch =
-            TrainingBatch::from_output(&out, pad_id(&self.tokenizer, model), model.device());
-        let temperature = match a
-            .temperature
-            .unwrap_or(cfg.generator.sampling_params.temperature)
-        {
-            x if x > 0.0 => x,
-            _ => 1.0,
-        };
-        let micro_fwd = t.micro_forward_batch_size_per_gpu.max(1) as i64;
-        let old_lp = self.policy.logprobs(&batch, micro_fwd, temperature)?;
-        let ref_lp = match &self.reference {
-            Some(r) => Some(r.logprobs(&batch, micro_fwd, temperature)?),
-            None => None,
-        };
         let mut extra = StepMetrics::new();
-        if a.zero_variance_filter {
+        let zero_var = apply_output_filters(&cfg, &dist, &rows, &mut out, &group_ids)?;
+        let steps = expand_step_wise(&cfg, &mut out);
+        if cfg.trainer.algorithm.zero_variance_filter {
             let trained = if steps.is_some() {
                 out.len()
             } else {
                 rows.total
             };
-            extra.insert(
-                "filter/zero_variance_masked_frac".into(),
-                zero_var as f64 / trained.max(1) as f64,
-            );
+            let frac = zero_var as f64 / trained.max(1) as f64;
+            extra.insert("filter/zero_variance_masked_frac".into(), frac);
         }
+
+        let train_start = Instant::now();
+        let model = self.policy.model();
+        let pad = pad_id(&self.tokenizer, model);
+        let batch = TrainingBatch::from_output(&out, pad, model.device());
+        let temperature = logit_temperature(&cfg);
+        let micro_fwd = cfg.trainer.micro_forward_batch_size_per_gpu.max(1) as i64;
+        let old_lp = self.policy.logprobs(&batch, micro_fwd, temperature)?;
+        let ref_lp = match &self.reference {
+            Some(r) => Some(r.logprobs(&batch, micro_fwd, temperature)?),
+            None => None,
+        };
         let job = AdvantageJob {
             batch: &batch,
             old_logprobs: &old_lp,
@@ -220,35 +202,40 @@ impl Trainer {
         let kl_ctrl = self.kl_ctrl.as_mut();
         let advantages =
             compute_advantages(&cfg, &dist, &self.adv_registry, kl_ctrl, &job, &mut extra)?;
-        let update = self.policy.ppo_update(
-            &PpoBatch {
-                batch: &batch,
-                advantages: &advantages,
-                old_logprobs: &old_lp,
-                ref_logprobs: ref_lp.as_ref(),
-            },
-            &PpoSettings {
-                algorithm: a,
-                temperature,
-                mini_batch_rows: (t.policy_mini_batch_size * cfg.generator.n_samples_per_prompt
-                    / dist.world()) as i64,
-                micro_batch_rows: t.micro_train_batch_size_per_gpu.max(1) as i64,
-                epochs: t.update_epochs_per_batch,
-                max_grad_norm: t.policy.optimizer_config.max_grad_norm,
-            },
-        )?;
+        let data = PpoBatch {
+            batch: &batch,
+            advantages: &advantages,
+            old_logprobs: &old_lp,
+            ref_logprobs: ref_lp.as_ref(),
+        };
+        let update = self
+            .policy
+            .ppo_update(&data, &ppo_settings(&cfg, dist.world(), temperature))?;
         self.global_step += 1;
+
         facts.add_training(&out, &update);
+        facts.trained_tokens = batch.attention_mask.sum(tch::Kind::Float).double_value(&[]);
+        self.memory_metrics(&update, &mut extra);
         facts.generate_secs = gen_secs;
         facts.wait_secs = wait_secs;
         facts.train_secs = train_start.elapsed().as_secs_f64();
         let facts = StepFacts::merge(dist.all_gather_json(&facts)?);
-        Ok(step_metrics(
-            &facts,
-            epoch,
-            step_start.elapsed().as_secs_f64(),
-            extra,
-        ))
+        let step_secs = step_start.elapsed().as_secs_f64();
+        Ok(step_metrics(&facts, epoch, step_secs, extra))
+    }
+
+    /// This rank's training-state memory, in MiB: parameters, gradients
+    /// (most held during the step, and between steps) and optimizer state.
+    fn memory_metrics(&self, update: &crate::workers::PpoReport, m: &mut StepMetrics) {
+        let mib = |b: i64| b as f64 / (1u64 << 20) as f64;
+        let now = self.policy.memory();
+        m.insert("memory/parameters_mib".into(), mib(now.parameters));
+        m.insert(
+            "memory/gradients_peak_mib".into(),
+            mib(update.peak_gradient_bytes),
+        );
+        m.insert("memory/gradients_at_rest_mib".into(), mib(now.gradients));
+        m.insert("memory/optimizer_mib".into(), mib(now.optimizer));
     }
 
     /// Syncs weights after a step and records the sync metrics.
@@ -308,6 +295,44 @@ impl Trainer {
         }
         self.dist.barrier()?;
         Ok(checkpoint::step_dir(&root, step))
+    }
+}
+
+/// Step-wise trajectories: one sample per turn (advantages come from last
+/// steps); `None` when `generator.step_wise_trajectories` is off.
+fn expand_step_wise(cfg: &SkyrlConfig, out: &mut GeneratorOutput) -> Option<StepRows> {
+    if !cfg.generator.step_wise_trajectories {
+        return None;
+    }
+    let sw = step_wise::expand(out);
+    *out = sw.out;
+    Some(StepRows {
+        trajectory: sw.trajectory,
+        is_last: sw.is_last,
+    })
+}
+
+/// The logit temperature of training forwards: `trainer.algorithm.temperature`,
+/// else the sampling temperature; greedy sampling (0) trains at 1.
+fn logit_temperature(cfg: &SkyrlConfig) -> f64 {
+    let sampling = cfg.generator.sampling_params.temperature;
+    match cfg.trainer.algorithm.temperature.unwrap_or(sampling) {
+        x if x > 0.0 => x,
+        _ => 1.0,
+    }
+}
+
+/// How one PPO update runs on a rank holding `1/world` of every mini-batch.
+fn ppo_settings(cfg: &SkyrlConfig, world: usize, temperature: f64) -> PpoSettings<'_> {
+    let t = &cfg.trainer;
+    PpoSettings {
+        algorithm: &t.algorithm,
+        temperature,
+        mini_batch_rows: (t.policy_mini_batch_size * cfg.generator.n_samples_per_prompt / world)
+            as i64,
+        micro_batch_rows: t.micro_train_batch_size_per_gpu.max(1) as i64,
+        epochs: t.update_epochs_per_batch,
+        max_grad_norm: t.policy.optimizer_config.max_grad_norm,
     }
 }
 

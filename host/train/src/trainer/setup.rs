@@ -3,12 +3,14 @@
 //! wire the generator (rubric, custom generator plugin) and resume from a
 //! checkpoint when `trainer.resume_mode` selects one.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use skyrl_inference::placement::{self, Placement};
+use skyrl_inference::placement::{self, InferencePlan, Placement};
 use skyrl_inference::startup::{seconds, start_engines, PolicySource};
 use skyrl_inference::weight_sync::{SyncReport, WeightSync};
+use skyrl_inference::RolloutEngine;
 use skyrl_model::{LoadOptions, Tokenizer};
 use skyrl_rollout::custom_generator::CustomGenerator;
 use skyrl_rollout::rubric::Rubric;
@@ -30,7 +32,7 @@ use crate::workers::{PolicySettings, PolicyWorker, RefWorker, Strategy};
 fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
     let t = &cfg.trainer;
     let g = &cfg.generator;
-    let mut e = Vec::new();
+    let mut e: Vec<&str> = Vec::new();
     if t.algorithm.advantage_estimator == "gae" {
         e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported by this trainer yet");
     }
@@ -45,6 +47,17 @@ fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
     }
     if t.update_ref_every_epoch {
         e.push("trainer.update_ref_every_epoch is not supported yet");
+    }
+    let p = &t.placement;
+    let uses_ref = t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward;
+    if uses_ref && !p.colocate_policy_ref {
+        e.push("trainer.placement.colocate_policy_ref=false is not supported: the reference runs on the policy's ranks");
+    }
+    if uses_ref
+        && (p.ref_num_nodes, p.ref_num_gpus_per_node)
+            != (p.policy_num_nodes, p.policy_num_gpus_per_node)
+    {
+        e.push("trainer.placement.ref_num_nodes / ref_num_gpus_per_node must equal policy_num_nodes / policy_num_gpus_per_node: the reference runs on the policy's ranks");
     }
     if e.is_empty() {
         Ok(())
@@ -125,6 +138,98 @@ fn check_env_classes(cfg: &SkyrlConfig, data: &PromptDataset, envs: &PluginSet) 
     Ok(())
 }
 
+/// The role workers and where the policy came from.
+struct Roles {
+    policy: PolicyWorker,
+    reference: Option<RefWorker>,
+    policy_dir: PathBuf,
+}
+
+/// Loads the policy (with its optimizer, distributed by `strategy`) and the
+/// reference, in bf16 when `trainer.bf16`, on this rank's device.
+fn load_roles(cfg: &SkyrlConfig, strategy: Strategy, dist: &Arc<Dist>) -> Result<Roles> {
+    let t = &cfg.trainer;
+    let init_dir = expand_home(&t.export_path).join("init_model");
+    // Rank 0 writes a random init first; the others then find it.
+    let policy_dir = dist.main_first(|| resolve_model_dir(&t.policy.model, &init_dir, t.seed))?;
+    let options = LoadOptions {
+        device: dist.device(),
+        kind: if t.bf16 { Kind::BFloat16 } else { Kind::Float },
+    };
+    let settings = PolicySettings {
+        strategy,
+        gradient_checkpointing: t.gradient_checkpointing,
+        offload_optimizer: t.policy.optimizer_config.offload_after_step,
+    };
+    let opt_cfg = &t.policy.optimizer_config;
+    let policy = PolicyWorker::load(&policy_dir, &options, opt_cfg, settings, dist.clone())?;
+    let reference = if t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward {
+        let ref_dir =
+            dist.main_first(|| resolve_model_dir(&t.reference.model, &init_dir, t.seed))?;
+        Some(RefWorker::load(&ref_dir, &options)?)
+    } else {
+        None
+    };
+    Ok(Roles {
+        policy,
+        reference,
+        policy_dir,
+    })
+}
+
+/// The generator (rubric, custom generator plugin) and this rank's engines,
+/// started and ready.
+fn start_rollouts(
+    cfg: &SkyrlConfig,
+    envs: PluginSet,
+    roles: &Roles,
+    plan: &InferencePlan,
+    dist: &Dist,
+    opts: &TrainOptions,
+    tokenizer: &Arc<Tokenizer>,
+) -> Result<(Generator, Arc<RolloutEngine>)> {
+    let ie = &cfg.generator.inference_engine;
+    let mut generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
+    if let Some(r) = &cfg.environment.reward_rubric {
+        generator.set_rubric(Rubric::new(r, generator.envs.rewards())?);
+    }
+    let source = PolicySource {
+        model: roles.policy.model(),
+        dir: &roles.policy_dir,
+        engine_program: opts.engine_program.as_deref(),
+    };
+    let placement = rank_placement(plan.placement.clone(), dist)?;
+    let rollout = Arc::new(start_engines(&placement, ie, &source)?);
+    if let Some(plugin) = generator.envs.generator().cloned() {
+        let c = &cfg.generator.custom_generator;
+        generator.set_custom(CustomGenerator::new(
+            plugin,
+            c.config.clone(),
+            c.timeout_s,
+            rollout.clone(),
+            tokenizer.clone(),
+        )?);
+    }
+    if let Some(client) = rollout.remote_client() {
+        let wait = seconds(ie.engine_startup_timeout_s);
+        generator.runtime().block_on(client.wait_ready(wait))?;
+    }
+    Ok((generator, rollout))
+}
+
+/// Where checkpoint weight syncs go (one folder per rank with several).
+fn weight_sync_dir(cfg: &SkyrlConfig, dist: &Dist) -> PathBuf {
+    let dir = match &cfg.generator.inference_engine.weight_sync_path {
+        Some(p) => expand_home(p),
+        None => expand_home(&cfg.trainer.export_path).join("weight_sync"),
+    };
+    if dist.world() > 1 {
+        dir.join(format!("rank{}", dist.rank()))
+    } else {
+        dir
+    }
+}
+
 impl Trainer {
     /// Loads data and models, creates the optimiser, and resumes when a
     /// checkpoint is selected by `trainer.resume_mode`.
@@ -135,8 +240,10 @@ impl Trainer {
     /// [`Trainer::new`] with the options that affect setup (the engine program).
     pub fn with_options(cfg: SkyrlConfig, envs: PluginSet, opts: &TrainOptions) -> Result<Self> {
         reject_unsupported(&cfg)?;
-        let ie = &cfg.generator.inference_engine;
-        let plan = placement::plan(cfg.trainer.placement.colocate_all, ie)?;
+        let plan = placement::plan(
+            cfg.trainer.placement.colocate_all,
+            &cfg.generator.inference_engine,
+        )?;
         let adv_registry = AdvantageEstimatorRegistry::with_defaults();
         cfg.validate_names(&adv_registry, &PolicyLossRegistry::with_defaults())?;
         let t = &cfg.trainer;
@@ -148,64 +255,11 @@ impl Trainer {
         let sampler =
             EpochSampler::new(train_data.len(), t.train_batch_size, t.seed, t.epochs, true)?;
         check_env_classes(&cfg, &train_data, &envs)?;
-        let export = expand_home(&t.export_path);
-        let init_dir = export.join("init_model");
-        // Rank 0 writes a random init first; the others then find it.
-        let policy_dir =
-            dist.main_first(|| resolve_model_dir(&t.policy.model, &init_dir, t.seed))?;
-        let options = LoadOptions {
-            device: dist.device(),
-            kind: if t.bf16 { Kind::BFloat16 } else { Kind::Float },
-        };
-        let settings = PolicySettings {
-            strategy,
-            gradient_checkpointing: t.gradient_checkpointing,
-            offload_optimizer: t.policy.optimizer_config.offload_after_step,
-        };
-        let opt_cfg = &t.policy.optimizer_config;
-        let policy = PolicyWorker::load(&policy_dir, &options, opt_cfg, settings, dist.clone())?;
-        let tokenizer = Tokenizer::from_dir(&policy_dir)?;
-        let reference = if t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward {
-            let ref_dir =
-                dist.main_first(|| resolve_model_dir(&t.reference.model, &init_dir, t.seed))?;
-            Some(RefWorker::load(&ref_dir, &options)?)
-        } else {
-            None
-        };
-        let mut generator = Generator::new(envs, cfg.environment.skyrl_gym.max_env_workers)?;
-        if let Some(r) = &cfg.environment.reward_rubric {
-            generator.set_rubric(Rubric::new(r, generator.envs.rewards())?);
-        }
-        let source = PolicySource {
-            model: policy.model(),
-            dir: &policy_dir,
-            engine_program: opts.engine_program.as_deref(),
-        };
-        let placement = rank_placement(plan.placement, &dist)?;
-        let rollout = Arc::new(start_engines(&placement, ie, &source)?);
-        let tokenizer = Arc::new(tokenizer);
-        if let Some(plugin) = generator.envs.generator().cloned() {
-            let c = &cfg.generator.custom_generator;
-            generator.set_custom(CustomGenerator::new(
-                plugin,
-                c.config.clone(),
-                c.timeout_s,
-                rollout.clone(),
-                tokenizer.clone(),
-            )?);
-        }
-        if let Some(client) = rollout.remote_client() {
-            let wait = seconds(ie.engine_startup_timeout_s);
-            generator.runtime().block_on(client.wait_ready(wait))?;
-        }
-        let mut sync_dir = match &ie.weight_sync_path {
-            Some(p) => expand_home(p),
-            None => export.join("weight_sync"),
-        };
-        if dist.world() > 1 {
-            sync_dir = sync_dir.join(format!("rank{}", dist.rank()));
-        }
-        let weight_sync = WeightSync::new(plan.weight_sync, sync_dir);
+        let roles = load_roles(&cfg, strategy, &dist)?;
+        let tokenizer = Arc::new(Tokenizer::from_dir(&roles.policy_dir)?);
+        let (generator, rollout) =
+            start_rollouts(&cfg, envs, &roles, &plan, &dist, opts, &tokenizer)?;
+        let weight_sync = WeightSync::new(plan.weight_sync, weight_sync_dir(&cfg, &dist));
         let kl_ctrl = if t.algorithm.use_kl_in_reward {
             Some(KlController::from_config(&t.algorithm)?)
         } else {
@@ -214,8 +268,8 @@ impl Trainer {
         let mut trainer = Self {
             cfg,
             dist,
-            policy,
-            reference,
+            policy: roles.policy,
+            reference: roles.reference,
             rollout,
             weight_sync,
             tokenizer,

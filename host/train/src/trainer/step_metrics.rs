@@ -30,6 +30,8 @@ pub(super) struct StepFacts {
     pub staleness: Vec<f64>,
     pub raw_rewards: Vec<f64>,
     pub generated_tokens: f64,
+    /// Tokens (prompt and response) the update trained on.
+    pub trained_tokens: f64,
     /// Per trained row (after filters and step-wise expansion).
     pub final_rewards: Vec<f64>,
     pub response_lens: Vec<f64>,
@@ -101,6 +103,7 @@ impl StepFacts {
             all.staleness.extend(p.staleness);
             all.raw_rewards.extend(p.raw_rewards);
             all.generated_tokens += p.generated_tokens;
+            all.trained_tokens += p.trained_tokens;
             all.final_rewards.extend(p.final_rewards);
             all.response_lens.extend(p.response_lens);
             all.turns.extend(p.turns);
@@ -189,6 +192,11 @@ pub(super) fn step_metrics(
     m.insert(
         "tokens_per_s".into(),
         f.generated_tokens / f.generate_secs.max(1e-9),
+    );
+    m.insert("train/tokens".into(), f.trained_tokens);
+    m.insert(
+        "train/tokens_per_s".into(),
+        f.trained_tokens / f.train_secs.max(1e-9),
     );
     m
 }

@@ -106,6 +106,8 @@ pub struct PpoReport {
     pub grad_norms: Vec<f64>,
     /// Learning rate of each optimizer step.
     pub lrs: Vec<f64>,
+    /// Most gradient bytes held on this rank (before an optimizer step).
+    pub peak_gradient_bytes: i64,
 }
 
 impl PpoReport {
@@ -221,6 +223,8 @@ impl PolicyWorker {
             self.micro_step(data, settings, &loss_cfg, s, rows, scale, report)?;
             s += rows;
         }
+        let held = self.memory().gradients;
+        report.peak_gradient_bytes = report.peak_gradient_bytes.max(held);
         let (norm, lr) = self.optimizer_step(settings.max_grad_norm)?;
         report.grad_norms.push(norm);
         report.lrs.push(lr);
