@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{plugin, repo, text};
+use skyrl_train::workers::{MemoryPlan, Strategy};
 use tch::Tensor;
 
 /// A tiny run under `dir`: 4 prompts x 2 samples per step, mini-batches of
@@ -239,6 +240,27 @@ fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
         assert!(opt.join(f).is_file(), "{f} missing in {}", opt.display());
     }
     assert_same_run(&one, &fsdp, 3, "fsdp2 on 2 ranks");
+
+    // The memory each rank reports is the accounting of MemoryPlan (docs/distributed.md's table).
+    let n: i64 = weights(&one, 3).values().map(|t| t.numel() as i64).sum();
+    for (dir, strategy) in [(&ddp, Strategy::Ddp), (&fsdp, Strategy::Sharded)] {
+        let plan = MemoryPlan::new(n, 2, strategy, false);
+        let m = metrics(dir).pop().unwrap();
+        let mib = |b: i64| b as f64 / (1u64 << 20) as f64;
+        for (key, want) in [
+            ("memory/parameters_mib", plan.parameters),
+            ("memory/gradients_peak_mib", plan.gradients_peak),
+            ("memory/gradients_at_rest_mib", plan.gradients_at_rest),
+            ("memory/optimizer_mib", plan.optimizer),
+        ] {
+            assert!(
+                (m[key] - mib(want)).abs() < 1e-9,
+                "{strategy:?} {key}: {} vs {}",
+                m[key],
+                mib(want)
+            );
+        }
+    }
 }
 
 #[test]

@@ -18,8 +18,9 @@ use skyrl_model::{ChatMessage, Completion, SampleStream, Tokenizer};
 use skyrl_runtime::{EnvInstance, Message};
 use tracing::warn;
 
-use crate::generator::{on_blocking_pool, Generator};
+use crate::blocking::on_blocking_pool;
 use crate::output::{GeneratorOutput, GeneratorRequest, RolloutParams, ENV_ERROR};
+use crate::plugin_set::PluginSet;
 
 /// Per-trajectory state during a rollout.
 struct Trajectory {
@@ -137,74 +138,78 @@ struct Turn {
     active: Vec<usize>,
 }
 
-impl Generator {
-    /// The built-in multi-turn loop (see the module docs).
-    pub(crate) async fn agent_loop(
-        &self,
-        call: u64,
-        engine: &RolloutEngine,
-        tokenizer: &Tokenizer,
-        requests: &[GeneratorRequest],
-        params: &RolloutParams,
-    ) -> Result<GeneratorOutput> {
-        let mut trajs = self.start_envs(tokenizer, requests, params).await?;
-        while let Some(turn) = next_turn(&mut trajs, params) {
-            let ctx = TurnContext {
-                call,
-                engine,
-                tokenizer,
-                requests,
-                params,
-            };
-            run_turn(&ctx, &mut trajs, turn).await?;
-        }
-        Ok(collect_output(trajs, params, engine.version()))
-    }
+/// One generator call: its number (sessions are `<call>-<index>`), the env
+/// plugins, the engine and the tokenizer.
+pub(crate) struct AgentCall<'a> {
+    pub call: u64,
+    pub envs: &'a PluginSet,
+    pub engine: &'a RolloutEngine,
+    pub tokenizer: &'a Tokenizer,
+}
 
-    /// Creates and initialises every env on the blocking pool; a failed init
-    /// fails its trajectory only.
-    async fn start_envs(
-        &self,
-        tokenizer: &Tokenizer,
-        requests: &[GeneratorRequest],
-        params: &RolloutParams,
-    ) -> Result<Vec<Trajectory>> {
-        let mut jobs = Vec::with_capacity(requests.len());
-        for r in requests {
-            let (plugin, config) = self.envs.get(&r.env_class)?;
-            let mut extras = r.extras.clone();
-            extras.insert("max_turns".into(), json!(params.max_turns));
-            jobs.push((
-                plugin.clone(),
-                config,
-                Value::Object(extras),
-                r.prompt.clone(),
-            ));
-        }
-        let inits = on_blocking_pool(jobs, |(plugin, config, extras, prompt)| {
-            let mut env = plugin.create_env(&config, &extras)?;
-            let init = env.init(&prompt)?;
-            Ok::<_, skyrl_runtime::PluginError>((env, init))
-        })
-        .await;
-        let mut trajs = Vec::with_capacity(requests.len());
-        for (r, init) in requests.iter().zip(inits) {
-            let mut t = Trajectory::new(&r.env_class);
-            match init {
-                Ok((env, init)) => {
-                    t.prompt_ids = tokenizer.encode_chat(&to_chat(&init.prompt), true)?;
-                    t.env = Some(env);
-                }
-                Err(e) => {
-                    // Keep a non-empty prompt so the batch stays rectangular.
-                    t.prompt_ids = tokenizer.encode_chat(&to_chat(&r.prompt), true)?;
-                    t.fail(&anyhow::Error::new(e));
-                }
-            }
-            trajs.push(t);
-        }
-        Ok(trajs)
+/// The built-in multi-turn loop (see the module docs).
+pub(crate) async fn agent_loop(
+    c: &AgentCall<'_>,
+    requests: &[GeneratorRequest],
+    params: &RolloutParams,
+) -> Result<GeneratorOutput> {
+    let mut trajs = start_envs(c.envs, c.tokenizer, requests, params).await?;
+    while let Some(turn) = next_turn(&mut trajs, params) {
+        let ctx = TurnContext {
+            call: c.call,
+            engine: c.engine,
+            tokenizer: c.tokenizer,
+            requests,
+            params,
+        };
+        run_turn(&ctx, &mut trajs, turn).await?;
     }
+    Ok(collect_output(trajs, params, c.engine.version()))
+}
+
+/// Creates and initialises every env on the blocking pool; a failed init
+/// fails its trajectory only.
+async fn start_envs(
+    envs: &PluginSet,
+    tokenizer: &Tokenizer,
+    requests: &[GeneratorRequest],
+    params: &RolloutParams,
+) -> Result<Vec<Trajectory>> {
+    let mut jobs = Vec::with_capacity(requests.len());
+    for r in requests {
+        let (plugin, config) = envs.get(&r.env_class)?;
+        let mut extras = r.extras.clone();
+        extras.insert("max_turns".into(), json!(params.max_turns));
+        jobs.push((
+            plugin.clone(),
+            config,
+            Value::Object(extras),
+            r.prompt.clone(),
+        ));
+    }
+    let inits = on_blocking_pool(jobs, |(plugin, config, extras, prompt)| {
+        let mut env = plugin.create_env(&config, &extras)?;
+        let init = env.init(&prompt)?;
+        Ok::<_, skyrl_runtime::PluginError>((env, init))
+    })
+    .await;
+    let mut trajs = Vec::with_capacity(requests.len());
+    for (r, init) in requests.iter().zip(inits) {
+        let mut t = Trajectory::new(&r.env_class);
+        match init {
+            Ok((env, init)) => {
+                t.prompt_ids = tokenizer.encode_chat(&to_chat(&init.prompt), true)?;
+                t.env = Some(env);
+            }
+            Err(e) => {
+                // Keep a non-empty prompt so the batch stays rectangular.
+                t.prompt_ids = tokenizer.encode_chat(&to_chat(&r.prompt), true)?;
+                t.fail(&anyhow::Error::new(e));
+            }
+        }
+        trajs.push(t);
+    }
+    Ok(trajs)
 }
 
 /// What every turn of one call shares.

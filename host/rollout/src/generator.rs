@@ -6,38 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use skyrl_inference::RolloutEngine;
 use skyrl_model::Tokenizer;
 
+use crate::agent_loop::{agent_loop, AgentCall};
+use crate::blocking::on_blocking_pool;
 use crate::custom_generator::CustomGenerator;
 use crate::output::{GeneratorOutput, GeneratorRequest, RolloutJob, RolloutParams};
 use crate::plugin_set::PluginSet;
 use crate::rubric::{Rubric, ScoreJob};
-
-/// Runs `f` on every item concurrently on tokio's blocking pool and collects the results.
-pub(crate) async fn on_blocking_pool<T, R, F>(items: Vec<T>, f: F) -> Vec<R>
-where
-    T: Send + 'static,
-    R: Send + 'static,
-    F: Fn(T) -> R + Send + Sync + 'static,
-{
-    let f = Arc::new(f);
-    let handles: Vec<_> = items
-        .into_iter()
-        .map(|item| {
-            let f = f.clone();
-            tokio::task::spawn_blocking(move || f(item))
-        })
-        .collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for h in handles {
-        out.push(h.await.expect("env task panicked"));
-    }
-    out
-}
 
 /// The rollout generator: an inference engine, a tokenizer and the env plugins.
 pub struct Generator {
@@ -137,8 +116,13 @@ impl Generator {
         let out = match &self.custom {
             Some(custom) => custom.generate(call, &self.envs, requests, params).await,
             None => {
-                self.agent_loop(call, engine, tokenizer, requests, params)
-                    .await
+                let call = AgentCall {
+                    call,
+                    envs: &self.envs,
+                    engine,
+                    tokenizer,
+                };
+                agent_loop(&call, requests, params).await
             }
         };
         engine.end_sessions(&format!("{call}-"));

@@ -15,6 +15,7 @@
 //! with the result.
 
 pub mod agent_loop;
+mod blocking;
 pub mod config;
 pub mod custom_generator;
 pub mod generator;

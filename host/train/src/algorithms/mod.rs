@@ -19,3 +19,22 @@ pub use kl::{compute_approx_kl, entropy_from_logits, KlController, KlEstimator};
 pub use off_policy::Metrics;
 pub use policy_loss::{PolicyLoss, PolicyLossInput, PolicyLossOutput, PolicyLossRegistry};
 pub use reduction::{reduce_loss, LossReduction};
+
+impl crate::config::SkyrlConfig {
+    /// Checks that the configured estimator and loss names exist in the registries
+    /// (which may hold user-registered entries).
+    pub fn validate_names(
+        &self,
+        advantages: &AdvantageEstimatorRegistry,
+        losses: &PolicyLossRegistry,
+    ) -> anyhow::Result<()> {
+        let a = &self.trainer.algorithm;
+        advantages
+            .get(&a.advantage_estimator)
+            .map_err(|e| anyhow::anyhow!("trainer.algorithm.advantage_estimator: {e}"))?;
+        losses
+            .get(&a.policy_loss_type)
+            .map_err(|e| anyhow::anyhow!("trainer.algorithm.policy_loss_type: {e}"))?;
+        Ok(())
+    }
+}

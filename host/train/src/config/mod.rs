@@ -2,8 +2,10 @@
 //! ([`load`]) and validation ([`validate`]).
 
 pub mod load;
+pub mod strategy;
 pub mod types;
 pub mod validate;
 
 pub use load::{load_config, load_config_str, ConfigError};
+pub use strategy::Strategy;
 pub use types::*;

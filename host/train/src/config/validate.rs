@@ -2,7 +2,6 @@
 //! and `validate_batch_sizes`).
 
 use super::types::{SamplingParams, SkyrlConfig};
-use crate::algorithms::{AdvantageEstimatorRegistry, PolicyLossRegistry};
 
 impl SkyrlConfig {
     /// Fills keys whose defaults depend on other keys (skyrl's `__post_init__`s
@@ -130,7 +129,7 @@ impl SkyrlConfig {
         }
 
         // distribution
-        if let Err(msg) = crate::workers::Strategy::parse(&t.strategy) {
+        if let Err(msg) = super::Strategy::parse(&t.strategy) {
             e.push(msg);
         }
         if t.dist_timeout_s.is_nan() || t.dist_timeout_s <= 0.0 {
@@ -316,22 +315,5 @@ impl SkyrlConfig {
         } else {
             Err(e)
         }
-    }
-
-    /// Checks that the configured estimator and loss names exist in the registries
-    /// (which may hold user-registered entries).
-    pub fn validate_names(
-        &self,
-        advantages: &AdvantageEstimatorRegistry,
-        losses: &PolicyLossRegistry,
-    ) -> anyhow::Result<()> {
-        let a = &self.trainer.algorithm;
-        advantages
-            .get(&a.advantage_estimator)
-            .map_err(|e| anyhow::anyhow!("trainer.algorithm.advantage_estimator: {e}"))?;
-        losses
-            .get(&a.policy_loss_type)
-            .map_err(|e| anyhow::anyhow!("trainer.algorithm.policy_loss_type: {e}"))?;
-        Ok(())
     }
 }

@@ -116,6 +116,25 @@ pub fn clip_coefficient(max_norm: f64, norm: f64) -> f64 {
     (max_norm / (norm + 1e-6)).min(1.0)
 }
 
+/// The saved state `prefix.name` of parameter `p`, checked to have its shape.
+pub(crate) fn saved_state<'a>(
+    saved: Option<&'a Tensor>,
+    prefix: &str,
+    name: &str,
+    p: &Tensor,
+) -> Result<&'a Tensor> {
+    let key = format!("{prefix}.{name}");
+    let saved = saved.with_context(|| format!("optimizer state is missing `{key}`"))?;
+    if saved.size() != p.size() {
+        bail!(
+            "optimizer state `{key}` has shape {:?}, parameter has {:?}",
+            saved.size(),
+            p.size()
+        );
+    }
+    Ok(saved)
+}
+
 /// One AdamW update of `target` (fp32) with `grad` (fp32) at learning rate
 /// `lr`, after `step` updates (1-based): decoupled weight decay, then the
 /// bias-corrected moment step. Element-wise, so a flat shard of parameters
@@ -321,17 +340,7 @@ impl AdamW {
                 ("exp_avg", &mut self.exp_avg[i]),
                 ("exp_avg_sq", &mut self.exp_avg_sq[i]),
             ] {
-                let key = format!("{prefix}.{name}");
-                let saved = map
-                    .get(&key)
-                    .with_context(|| format!("optimizer state is missing `{key}`"))?;
-                if saved.size() != p.size() {
-                    bail!(
-                        "optimizer state `{key}` has shape {:?}, parameter has {:?}",
-                        saved.size(),
-                        p.size()
-                    );
-                }
+                let saved = saved_state(map.get(&format!("{prefix}.{name}")), prefix, name, p)?;
                 *slot = saved.to_kind(Kind::Float).to_device(p.device()).detach();
             }
             if let Some(master) = &mut self.master[i] {

@@ -13,12 +13,14 @@
 
 use std::collections::HashMap;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use skyrl_distributed::ReduceOp;
 use tch::{Device, Kind, Tensor};
 
 use super::flat::FlatLayout;
-use super::{adam_update, clip_coefficient, sum_of_squares, to_device, AdamWParams, LrSchedule};
+use super::{
+    adam_update, clip_coefficient, saved_state, sum_of_squares, to_device, AdamWParams, LrSchedule,
+};
 use crate::config::OptimizerConfig;
 use crate::dist::Dist;
 
@@ -242,29 +244,21 @@ impl ShardedAdamW {
     /// `master.<name>`, `step`), whatever world size saved it; master weights
     /// default to the current parameters.
     pub fn load_state_tensors(&mut self, state: Vec<(String, Tensor)>) -> Result<()> {
-        let mut map: HashMap<String, Tensor> = state.into_iter().collect();
+        let map: HashMap<String, Tensor> = state.into_iter().collect();
         let step = map
-            .remove("step")
+            .get("step")
             .context("optimizer state has no `step`")?
             .int64_value(&[0]);
         let device = self.exp_avg.device();
-        let mut group = |prefix: &str| -> Result<Vec<(String, Tensor)>> {
+        let group = |prefix: &str| -> Result<Vec<(String, Tensor)>> {
             self.params
                 .iter()
                 .map(|(name, p)| {
                     let key = format!("{prefix}.{name}");
-                    let t = match map.remove(&key) {
-                        Some(t) => t,
+                    let t = match map.get(&key) {
                         None if prefix == "master" => p.detach(),
-                        None => bail!("optimizer state is missing `{key}`"),
+                        saved => saved_state(saved, prefix, name, p)?.shallow_clone(),
                     };
-                    if t.size() != p.size() {
-                        bail!(
-                            "optimizer state `{key}` has shape {:?}, parameter has {:?}",
-                            t.size(),
-                            p.size()
-                        );
-                    }
                     Ok((name.clone(), t))
                 })
                 .collect()

@@ -5,12 +5,13 @@
 //! distributed lives inside it.
 
 pub mod forward;
+pub mod memory;
 pub mod policy;
 pub mod reference;
-pub mod strategy;
 
+pub use crate::config::Strategy;
+pub use memory::MemoryPlan;
 pub use policy::{
     MemoryReport, OptimizerState, PolicySettings, PolicyWorker, PpoBatch, PpoReport, PpoSettings,
 };
 pub use reference::RefWorker;
-pub use strategy::Strategy;

@@ -20,12 +20,11 @@ use skyrl_model::{CausalLm, LoadOptions};
 use tch::{Device, Kind, Tensor};
 
 use super::forward::{logprobs_all, training_forward};
-use super::strategy::Strategy;
 use crate::algorithms::loss::{actor_loss, ActorBatch};
 use crate::algorithms::masked::masked_mean;
 use crate::algorithms::{LossReduction, PolicyLossRegistry};
 use crate::batch::TrainingBatch;
-use crate::config::{AlgorithmConfig, OptimizerConfig};
+use crate::config::{AlgorithmConfig, OptimizerConfig, Strategy};
 use crate::dist::Dist;
 use crate::optim::flat::FlatLayout;
 use crate::optim::sharded::ShardedAdamW;

@@ -4,14 +4,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::group::{self as nccl, NcclGroup};
+use crate::nccl::{self, NcclGroup};
 use anyhow::{Context, Result};
 use serde_json::json;
 use skyrl_model::CausalLm;
 use tch::Tensor;
 
+use super::SyncReport;
 use crate::remote::RemoteEngines;
-use crate::weight_sync::SyncReport;
 
 /// The trainer's membership of the weight-update group.
 pub struct NcclSender {
