@@ -291,6 +291,35 @@ async fn run_turn(ctx: &TurnContext<'_>, trajs: &mut [Trajectory], turn: Turn) -
         (env, out, metrics)
     })
     .await;
+    let finished = apply_steps(ctx, trajs, &active, results, gen_reasons)?;
+    // Guest code runs off the async threads: WASI host calls (files,
+    // clocks) block on tokio and must not run inside a worker.
+    on_blocking_pool(finished, |mut env| {
+        if let Err(e) = env.close() {
+            warn!("env close failed: {e}");
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// What stepping one env returned: the env, the step, and its metrics when done.
+type StepResult = (
+    EnvInstance,
+    skyrl_runtime::Result<skyrl_runtime::StepOutput>,
+    Option<skyrl_runtime::Result<Value>>,
+);
+
+/// Applies the env steps of a turn: rewards on the turn's last token,
+/// observations appended, finished trajectories stopped with the reason
+/// their generation ended. Returns the envs to close.
+fn apply_steps(
+    ctx: &TurnContext<'_>,
+    trajs: &mut [Trajectory],
+    active: &[usize],
+    results: Vec<StepResult>,
+    gen_reasons: Vec<String>,
+) -> Result<Vec<EnvInstance>> {
     let mut finished = Vec::new();
     for ((&i, (env, out, metrics)), reason) in active.iter().zip(results).zip(gen_reasons) {
         let t = &mut trajs[i];
@@ -321,15 +350,7 @@ async fn run_turn(ctx: &TurnContext<'_>, trajs: &mut [Trajectory], turn: Turn) -
         t.add_observation(&obs);
         t.env = Some(env);
     }
-    // Guest code runs off the async threads: WASI host calls (files,
-    // clocks) block on tokio and must not run inside a worker.
-    on_blocking_pool(finished, |mut env| {
-        if let Err(e) = env.close() {
-            warn!("env close failed: {e}");
-        }
-    })
-    .await;
-    Ok(())
+    Ok(finished)
 }
 
 /// The call's output in request order: responses truncated to the total
