@@ -139,32 +139,23 @@ struct Turn {
 }
 
 /// One generator call: its number (sessions are `<call>-<index>`), the env
-/// plugins, the engine and the tokenizer.
+/// plugins, the engine, the tokenizer, the requests and their limits.
 pub(crate) struct AgentCall<'a> {
     pub call: u64,
     pub envs: &'a PluginSet,
     pub engine: &'a RolloutEngine,
     pub tokenizer: &'a Tokenizer,
+    pub requests: &'a [GeneratorRequest],
+    pub params: &'a RolloutParams,
 }
 
 /// The built-in multi-turn loop (see the module docs).
-pub(crate) async fn agent_loop(
-    c: &AgentCall<'_>,
-    requests: &[GeneratorRequest],
-    params: &RolloutParams,
-) -> Result<GeneratorOutput> {
-    let mut trajs = start_envs(c.envs, c.tokenizer, requests, params).await?;
-    while let Some(turn) = next_turn(&mut trajs, params) {
-        let ctx = TurnContext {
-            call: c.call,
-            engine: c.engine,
-            tokenizer: c.tokenizer,
-            requests,
-            params,
-        };
-        run_turn(&ctx, &mut trajs, turn).await?;
+pub(crate) async fn agent_loop(c: &AgentCall<'_>) -> Result<GeneratorOutput> {
+    let mut trajs = start_envs(c.envs, c.tokenizer, c.requests, c.params).await?;
+    while let Some(turn) = next_turn(&mut trajs, c.params) {
+        run_turn(c, &mut trajs, turn).await?;
     }
-    Ok(collect_output(trajs, params, c.engine.version()))
+    Ok(collect_output(trajs, c.params, c.engine.version()))
 }
 
 /// Creates and initialises every env on the blocking pool; a failed init
@@ -212,15 +203,6 @@ async fn start_envs(
     Ok(trajs)
 }
 
-/// What every turn of one call shares.
-struct TurnContext<'a> {
-    call: u64,
-    engine: &'a RolloutEngine,
-    tokenizer: &'a Tokenizer,
-    requests: &'a [GeneratorRequest],
-    params: &'a RolloutParams,
-}
-
 /// The trajectories that take another turn (stopping with `"length"` those
 /// over `max_input_length`); `None` when all are done.
 fn next_turn(trajs: &mut [Trajectory], params: &RolloutParams) -> Option<Turn> {
@@ -240,7 +222,7 @@ fn next_turn(trajs: &mut [Trajectory], params: &RolloutParams) -> Option<Turn> {
 
 /// One turn: generate for every active trajectory as one batch, step their
 /// envs concurrently, append observations, close the envs that finished.
-async fn run_turn(ctx: &TurnContext<'_>, trajs: &mut [Trajectory], turn: Turn) -> Result<()> {
+async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> Result<()> {
     let Turn { active } = turn;
     let inputs: Vec<Vec<i64>> = active
         .iter()
@@ -314,7 +296,7 @@ type StepResult = (
 /// observations appended, finished trajectories stopped with the reason
 /// their generation ended. Returns the envs to close.
 fn apply_steps(
-    ctx: &TurnContext<'_>,
+    ctx: &AgentCall<'_>,
     trajs: &mut [Trajectory],
     active: &[usize],
     results: Vec<StepResult>,

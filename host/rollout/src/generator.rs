@@ -121,8 +121,10 @@ impl Generator {
                     envs: &self.envs,
                     engine,
                     tokenizer,
+                    requests,
+                    params,
                 };
-                agent_loop(&call, requests, params).await
+                agent_loop(&call).await
             }
         };
         engine.end_sessions(&format!("{call}-"));

@@ -154,7 +154,7 @@ pub fn write_optimizer_shard(
 
 /// Moves `staging` into place as step `step`, updates the latest marker and prunes.
 pub fn commit_staged(root: &Path, staging: &Path, step: u64, keep: i64) -> Result<PathBuf> {
-    let final_dir = root.join(step_dir_name(step));
+    let final_dir = step_dir(root, step);
     if final_dir.exists() {
         std::fs::remove_dir_all(&final_dir)
             .with_context(|| format!("cannot replace {}", final_dir.display()))?;
@@ -241,7 +241,7 @@ fn prune(root: &Path, keep: usize) -> Result<()> {
     let steps = list_checkpoints(root)?;
     if steps.len() > keep {
         for s in &steps[..steps.len() - keep] {
-            let dir = root.join(step_dir_name(*s));
+            let dir = step_dir(root, *s);
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("cannot prune {}", dir.display()))?;
         }
@@ -267,7 +267,7 @@ pub fn resolve_resume(
                 .trim()
                 .parse()
                 .with_context(|| format!("{} does not hold a step number", marker.display()))?;
-            let dir = ckpt_root.join(step_dir_name(step));
+            let dir = step_dir(ckpt_root, step);
             if !dir.join("trainer_state.json").is_file() {
                 bail!(
                     "{} points at step {step} but {} is not a complete checkpoint",

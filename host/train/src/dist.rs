@@ -143,11 +143,13 @@ impl Dist {
         Ok(Vec::<f64>::try_from(t.to_device(Device::Cpu))?)
     }
 
-    /// Every rank's `value`, in rank order.
-    pub fn all_gather_json<T: Serialize + DeserializeOwned>(&self, value: &T) -> Result<Vec<T>> {
+    /// Every rank's `value`, in rank order (sent as JSON).
+    pub fn all_gather_json<T: Serialize + DeserializeOwned + Clone>(
+        &self,
+        value: &T,
+    ) -> Result<Vec<T>> {
         let Some(g) = &self.group else {
-            let bytes = serde_json::to_vec(value)?;
-            return Ok(vec![serde_json::from_slice(&bytes)?]);
+            return Ok(vec![value.clone()]);
         };
         let parts = g.all_gather_bytes(&serde_json::to_vec(value)?)?;
         parts

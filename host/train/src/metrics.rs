@@ -11,6 +11,39 @@ use plotters::prelude::*;
 /// One step's metrics (name -> value).
 pub type StepMetrics = BTreeMap<String, f64>;
 
+/// Means kept as `(weighted sum, weight)` per name, so means over parts of
+/// different sizes (batches, ranks) combine into the mean over the whole.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct MeanSums(BTreeMap<String, (f64, f64)>);
+
+impl MeanSums {
+    /// Adds `means`, each taken over `weight` items.
+    pub fn add_means(&mut self, means: &BTreeMap<String, f64>, weight: f64) {
+        for (k, v) in means {
+            let e = self.0.entry(k.clone()).or_default();
+            e.0 += v * weight;
+            e.1 += weight;
+        }
+    }
+
+    /// Adds another part's sums.
+    pub fn merge(&mut self, other: MeanSums) {
+        for (k, (s, w)) in other.0 {
+            let e = self.0.entry(k).or_default();
+            e.0 += s;
+            e.1 += w;
+        }
+    }
+
+    /// The mean of every name.
+    pub fn means(&self) -> BTreeMap<String, f64> {
+        self.0
+            .iter()
+            .map(|(k, (s, w))| (k.clone(), s / w.max(1.0)))
+            .collect()
+    }
+}
+
 /// Appends one JSON object per step to a file.
 pub struct MetricsLog {
     path: PathBuf,

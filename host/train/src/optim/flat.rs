@@ -3,9 +3,7 @@
 //! world size and cut into equal contiguous shards, shard `r` owned by
 //! rank `r`. This is the layout of ZeRO and of PyTorch's `FlatParameter`.
 
-use std::collections::HashMap;
-
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
@@ -76,53 +74,41 @@ impl FlatLayout {
         (start, start + self.shard_len)
     }
 
-    /// The padded flat vector of `tensors` (by name; a missing or undefined
-    /// tensor contributes zeros), in fp32 on `device`.
-    pub fn flatten(&self, tensors: &HashMap<String, Tensor>, device: Device) -> Tensor {
-        let mut parts = Vec::with_capacity(self.entries.len() + 1);
-        for e in &self.entries {
-            match tensors.get(&e.name).filter(|t| t.defined()) {
-                Some(t) => parts.push(
-                    t.detach()
-                        .to_kind(Kind::Float)
-                        .to_device(device)
-                        .reshape([-1]),
-                ),
-                None => parts.push(Tensor::zeros([e.numel()], (Kind::Float, device))),
-            }
-        }
-        let pad = self.padded_len() - self.numel;
-        if pad > 0 {
-            parts.push(Tensor::zeros([pad], (Kind::Float, device)));
-        }
-        Tensor::cat(&parts, 0)
+    /// The padded flat vector of `tensors` (one per entry, in the layout's
+    /// name order; an undefined tensor contributes zeros), in fp32 on `device`.
+    pub fn flatten(&self, tensors: &[Tensor], device: Device) -> Tensor {
+        self.flatten_range(tensors, 0, self.padded_len(), device)
     }
 
-    /// Elements `[start, end)` of the padded flat vector of `tensors`
-    /// (zeros where a tensor is missing or past the end), in fp32 on
-    /// `device`, without building the whole vector.
+    /// Elements `[start, end)` of [`flatten`](Self::flatten)'s vector, without
+    /// building the whole vector.
     pub fn flatten_range(
         &self,
-        tensors: &HashMap<String, Tensor>,
+        tensors: &[Tensor],
         start: i64,
         end: i64,
         device: Device,
     ) -> Tensor {
+        assert_eq!(
+            tensors.len(),
+            self.entries.len(),
+            "one tensor per flat-layout entry"
+        );
         let mut parts = Vec::new();
         let mut covered = start;
-        for e in &self.entries {
+        for (e, t) in self.entries.iter().zip(tensors) {
             let (lo, hi) = (e.offset.max(start), (e.offset + e.numel()).min(end));
             if lo >= hi {
                 continue;
             }
-            let part = match tensors.get(&e.name).filter(|t| t.defined()) {
-                Some(t) => t
-                    .detach()
+            let part = if t.defined() {
+                t.detach()
                     .reshape([-1])
                     .narrow(0, lo - e.offset, hi - lo)
                     .to_kind(Kind::Float)
-                    .to_device(device),
-                None => Tensor::zeros([hi - lo], (Kind::Float, device)),
+                    .to_device(device)
+            } else {
+                Tensor::zeros([hi - lo], (Kind::Float, device))
             };
             parts.push(part);
             covered = hi;
@@ -152,45 +138,6 @@ impl FlatLayout {
             })
             .collect())
     }
-
-    /// The same parameters over another world size.
-    pub fn with_world(&self, world: usize) -> Self {
-        let world = world.max(1);
-        Self {
-            entries: self.entries.clone(),
-            numel: self.numel,
-            shard_len: (self.numel + world as i64 - 1) / world as i64,
-            world,
-        }
-    }
-
-    /// Checks that `params` are the parameters this layout was made for.
-    pub fn check_matches(&self, params: &[(String, Tensor)]) -> Result<()> {
-        let mine = FlatLayout::new(params, self.world);
-        if mine.entries != self.entries {
-            let names: HashMap<&str, &FlatEntry> =
-                self.entries.iter().map(|e| (e.name.as_str(), e)).collect();
-            for e in &mine.entries {
-                let saved = names
-                    .get(e.name.as_str())
-                    .with_context(|| format!("the saved layout has no parameter `{}`", e.name))?;
-                if saved.shape != e.shape {
-                    bail!(
-                        "parameter `{}` is {:?} in the saved layout, {:?} in the model",
-                        e.name,
-                        saved.shape,
-                        e.shape
-                    );
-                }
-            }
-            bail!(
-                "the saved layout has {} parameters, the model {}",
-                self.entries.len(),
-                mine.entries.len()
-            );
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -211,15 +158,16 @@ mod tests {
         assert_eq!(l.entries[1].offset, 2);
         assert_eq!((l.numel, l.shard_len, l.padded_len()), (5, 3, 6));
         assert_eq!(l.shard_range(1), (3, 6));
-        let map: HashMap<String, Tensor> = params().into_iter().collect();
-        let flat = l.flatten(&map, Device::Cpu);
+        // By name: `a` then `b`.
+        let tensors: Vec<Tensor> = params().into_iter().rev().map(|(_, t)| t).collect();
+        let flat = l.flatten(&tensors, Device::Cpu);
         assert_eq!(
             Vec::<f32>::try_from(&flat).unwrap(),
             vec![1.0, 2.0, 3.0, 4.0, 5.0, 0.0]
         );
         for (a, b) in [(0, 6), (1, 4), (3, 6), (2, 3)] {
             assert_eq!(
-                Vec::<f32>::try_from(&l.flatten_range(&map, a, b, Device::Cpu)).unwrap(),
+                Vec::<f32>::try_from(&l.flatten_range(&tensors, a, b, Device::Cpu)).unwrap(),
                 Vec::<f32>::try_from(&flat.narrow(0, a, b - a)).unwrap(),
                 "range {a}..{b}"
             );
@@ -230,16 +178,5 @@ mod tests {
             Vec::<f32>::try_from(&back[1].1).unwrap(),
             vec![3.0, 4.0, 5.0]
         );
-    }
-
-    #[test]
-    fn a_different_model_is_named() {
-        let l = FlatLayout::new(&params(), 1);
-        let other = vec![(
-            "a".to_string(),
-            Tensor::zeros([3], (Kind::Float, Device::Cpu)),
-        )];
-        let err = l.check_matches(&other).unwrap_err().to_string();
-        assert!(err.contains("`a`"), "{err}");
     }
 }

@@ -93,23 +93,15 @@ impl ShardedAdamW {
         tensors: &[(String, Tensor)],
         device: Device,
     ) -> Tensor {
-        let map: HashMap<String, Tensor> = tensors
-            .iter()
-            .map(|(n, t)| (n.clone(), t.shallow_clone()))
-            .collect();
+        let tensors: Vec<Tensor> = tensors.iter().map(|(_, t)| t.shallow_clone()).collect();
         let (start, end) = layout.shard_range(rank);
         let _g = tch::no_grad_guard();
-        layout.flatten_range(&map, start, end, device)
+        layout.flatten_range(&tensors, start, end, device)
     }
 
     /// The flat layout (for checkpoint manifests).
     pub fn layout(&self) -> &FlatLayout {
         &self.layout
-    }
-
-    /// Number of updates taken.
-    pub fn step_count(&self) -> i64 {
-        self.step
     }
 
     /// Learning rate the next step will use.
@@ -146,11 +138,7 @@ impl ShardedAdamW {
         let _g = tch::no_grad_guard();
         let device = self.params.first().map_or(Device::Cpu, |(_, p)| p.device());
         let comm = dist.collective_device();
-        let grads: HashMap<String, Tensor> = self
-            .params
-            .iter()
-            .map(|(n, p)| (n.clone(), p.grad()))
-            .collect();
+        let grads: Vec<Tensor> = self.params.iter().map(|(_, p)| p.grad()).collect();
         let flat = self.layout.flatten(&grads, comm);
         drop(grads);
         self.zero_grad();

@@ -67,7 +67,7 @@ impl RankRows {
 }
 
 /// What the zero-variance filter needs of a row.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 struct FilterRow {
     reward: f64,
     live: bool,

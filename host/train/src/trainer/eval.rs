@@ -3,15 +3,13 @@
 //! generates every `world`-th trajectory (with that trajectory's own sample
 //! stream) and the results are gathered.
 
-use std::collections::BTreeMap;
-
 use anyhow::Result;
 use skyrl_rollout::{GeneratorRequest, RolloutParams};
 
 use super::step_metrics::mean;
 use super::work::derive_seed;
 use super::Trainer;
-use crate::metrics::StepMetrics;
+use crate::metrics::{MeanSums, StepMetrics};
 
 impl Trainer {
     /// Evaluates the current policy on the validation split.
@@ -22,7 +20,7 @@ impl Trainer {
             .clone()
             .unwrap_or_else(|| g.sampling_params.clone());
         let mut rewards = Vec::new();
-        let mut env_sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let mut env_sums = MeanSums::default();
         let all: Vec<usize> = (0..self.val_data.len()).collect();
         let chunk_size = self.cfg.trainer.eval_batch_size.max(1);
         for (k, chunk) in all.chunks(chunk_size).enumerate() {
@@ -45,30 +43,20 @@ impl Trainer {
             let out = self
                 .generator
                 .generate(&self.rollout, &self.tokenizer, &reqs, &params)?;
-            let n = reqs.len() as f64;
-            for (key, v) in &out.env_metrics {
-                let e = env_sums.entry(key.clone()).or_default();
-                e.0 += v * n;
-                e.1 += n;
-            }
+            env_sums.add_means(&out.env_metrics, reqs.len() as f64);
             rewards.extend(out.sequence_rewards());
         }
         let mut rewards_all = Vec::new();
-        let mut env_all: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let mut env_all = MeanSums::default();
         for (r, sums) in self.dist.all_gather_json(&(rewards, env_sums))? {
             rewards_all.extend(r);
-            for (k, (s, n)) in sums {
-                let e = env_all.entry(k).or_default();
-                e.0 += s;
-                e.1 += n;
-            }
+            env_all.merge(sums);
         }
-        let (rewards, env_sums) = (rewards_all, env_all);
         let mut m = StepMetrics::new();
-        m.insert("eval/reward_mean".into(), mean(&rewards));
-        m.insert("eval/num_samples".into(), rewards.len() as f64);
-        for (k, (s, n)) in env_sums {
-            m.insert(format!("eval/env/{k}"), s / n.max(1.0));
+        m.insert("eval/reward_mean".into(), mean(&rewards_all));
+        m.insert("eval/num_samples".into(), rewards_all.len() as f64);
+        for (k, v) in env_all.means() {
+            m.insert(format!("eval/env/{k}"), v);
         }
         Ok(m)
     }

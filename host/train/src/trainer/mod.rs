@@ -214,7 +214,6 @@ impl Trainer {
         self.global_step += 1;
 
         facts.add_training(&out, &update);
-        facts.trained_tokens = batch.attention_mask.sum(tch::Kind::Float).double_value(&[]);
         self.memory_metrics(&update, &mut extra);
         facts.generate_secs = gen_secs;
         facts.wait_secs = wait_secs;

@@ -27,9 +27,11 @@ use crate::dist::Dist;
 use crate::model_setup::resolve_model_dir;
 use crate::workers::{PolicySettings, PolicyWorker, RefWorker, Strategy};
 
-/// Fails clearly on configuration this trainer does not implement (rather
-/// than silently ignoring it).
-fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
+/// Fails clearly on configuration this trainer does not implement with
+/// `world` ranks (rather than silently ignoring it), before any work. Batch
+/// sizes that do not split evenly over the ranks are refused when the config
+/// is loaded (`validate`, with the data-parallel size).
+fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
     let t = &cfg.trainer;
     let g = &cfg.generator;
     let mut e: Vec<&str> = Vec::new();
@@ -59,32 +61,16 @@ fn reject_unsupported(cfg: &SkyrlConfig) -> Result<()> {
     {
         e.push("trainer.placement.ref_num_nodes / ref_num_gpus_per_node must equal policy_num_nodes / policy_num_gpus_per_node: the reference runs on the policy's ranks");
     }
+    if world > 1 && g.step_wise_trajectories {
+        e.push("generator.step_wise_trajectories is not supported with several ranks yet (each rank would train a different number of steps); run it on one process");
+    }
+    if world > 1 && t.training_mode == TrainingMode::FullyAsync {
+        e.push("trainer.training_mode=fully_async is not supported with several ranks yet (ranks would train on different groups); use sync or one_step_off");
+    }
     if e.is_empty() {
         Ok(())
     } else {
         bail!("unsupported configuration:\n  - {}", e.join("\n  - "))
-    }
-}
-
-/// Fails clearly on what `w` ranks cannot do yet, before any work.
-fn check_distributed(cfg: &SkyrlConfig, w: usize) -> Result<()> {
-    if w == 1 {
-        return Ok(());
-    }
-    // Batch sizes that do not split evenly over the ranks are refused when
-    // the config is loaded (`validate`, with the data-parallel size).
-    let (t, g) = (&cfg.trainer, &cfg.generator);
-    let mut e = Vec::new();
-    if g.step_wise_trajectories {
-        e.push("generator.step_wise_trajectories is not supported with several ranks yet (each rank would train a different number of steps); run it on one process".to_string());
-    }
-    if t.training_mode == TrainingMode::FullyAsync {
-        e.push("trainer.training_mode=fully_async is not supported with several ranks yet (ranks would train on different groups); use sync or one_step_off".to_string());
-    }
-    if e.is_empty() {
-        Ok(())
-    } else {
-        bail!("unsupported with {w} ranks:\n  - {}", e.join("\n  - "))
     }
 }
 
@@ -239,7 +225,7 @@ impl Trainer {
 
     /// [`Trainer::new`] with the options that affect setup (the engine program).
     pub fn with_options(cfg: SkyrlConfig, envs: PluginSet, opts: &TrainOptions) -> Result<Self> {
-        reject_unsupported(&cfg)?;
+        reject_unsupported(&cfg, Dist::launched_world()?)?;
         let plan = placement::plan(
             cfg.trainer.placement.colocate_all,
             &cfg.generator.inference_engine,
@@ -248,7 +234,6 @@ impl Trainer {
         cfg.validate_names(&adv_registry, &PolicyLossRegistry::with_defaults())?;
         let t = &cfg.trainer;
         let strategy = Strategy::parse(&t.strategy).map_err(anyhow::Error::msg)?;
-        check_distributed(&cfg, Dist::launched_world()?)?;
         let dist = Arc::new(Dist::from_env(&cfg)?);
         let train_data = PromptDataset::load(&cfg.data.train_data)?;
         let val_data = PromptDataset::load(&cfg.data.val_data)?;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use skyrl_rollout::{GeneratorOutput, ENV_ERROR};
 
-use crate::metrics::StepMetrics;
+use crate::metrics::{MeanSums, StepMetrics};
 use crate::workers::PpoReport;
 
 /// Mean of `xs` (0 when empty).
@@ -23,7 +23,7 @@ pub(super) fn mean(xs: &[f64]) -> f64 {
 }
 
 /// What one rank measured in a step, mergeable over ranks.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(super) struct StepFacts {
     /// Per trajectory, before the filters: policy version at training time
     /// minus the version that generated it, and the reward.
@@ -76,6 +76,12 @@ impl StepFacts {
 
     /// Adds the facts of the trained rows and of the update.
     pub fn add_training(&mut self, trained: &GeneratorOutput, update: &PpoReport) {
+        self.trained_tokens = trained
+            .prompt_token_ids
+            .iter()
+            .zip(&trained.response_ids)
+            .map(|(p, r)| (p.len() + r.len()) as f64)
+            .sum();
         self.final_rewards = trained.sequence_rewards();
         self.response_lens = trained
             .response_ids
@@ -97,8 +103,7 @@ impl StepFacts {
             return parts.remove(0);
         }
         let mut all = StepFacts::default();
-        let mut env: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        let mut rew: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let (mut env, mut rew) = (MeanSums::default(), MeanSums::default());
         for (k, p) in parts.into_iter().enumerate() {
             all.staleness.extend(p.staleness);
             all.raw_rewards.extend(p.raw_rewards);
@@ -108,13 +113,8 @@ impl StepFacts {
             all.response_lens.extend(p.response_lens);
             all.turns.extend(p.turns);
             all.stop_reasons.extend(p.stop_reasons);
-            for (sums, means) in [(&mut env, &p.env_metrics), (&mut rew, &p.reward_metrics)] {
-                for (name, v) in means {
-                    let e = sums.entry(name.clone()).or_default();
-                    e.0 += v * p.trajectories;
-                    e.1 += p.trajectories;
-                }
-            }
+            env.add_means(&p.env_metrics, p.trajectories);
+            rew.add_means(&p.reward_metrics, p.trajectories);
             all.trajectories += p.trajectories;
             for (name, vs) in p.update {
                 all.update.entry(name).or_default().extend(vs);
@@ -127,13 +127,8 @@ impl StepFacts {
             all.wait_secs = all.wait_secs.max(p.wait_secs);
             all.train_secs = all.train_secs.max(p.train_secs);
         }
-        let means = |sums: BTreeMap<String, (f64, f64)>| {
-            sums.into_iter()
-                .map(|(k, (s, n))| (k, s / n.max(1.0)))
-                .collect()
-        };
-        all.env_metrics = means(env);
-        all.reward_metrics = means(rew);
+        all.env_metrics = env.means();
+        all.reward_metrics = rew.means();
         all
     }
 }

@@ -62,7 +62,7 @@ pub enum OptimizerState {
 }
 
 /// Bytes the policy's training state holds on this rank.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct MemoryReport {
     pub parameters: i64,
     /// Gradient buffers held now.
