@@ -1,5 +1,6 @@
 //! `skyrl serve` as a real process: OpenAI-compatible completions with token
-//! ids and logprobs, chat, pause/resume, and weight reload from a checkpoint.
+//! ids and logprobs, chat, pause/resume, weight reload from a checkpoint, and
+//! the engine-sizing flags.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -43,6 +44,10 @@ struct Server {
 
 impl Server {
     fn start(model: &Path) -> Self {
+        Self::start_with(model, &[])
+    }
+
+    fn start_with(model: &Path, flags: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -56,6 +61,7 @@ impl Server {
                 "--port",
                 &port.to_string(),
             ])
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -107,7 +113,16 @@ fn greedy(server: &Server) -> Value {
 fn serves_completions_chat_pause_and_weight_reload() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (init_model(dir.path(), 1), init_model(dir.path(), 2));
-    let server = Server::start(&a);
+    let server = Server::start_with(
+        &a,
+        &[
+            "--max-num-seqs",
+            "4",
+            "--block-size",
+            "8",
+            "--no-enable-prefix-caching",
+        ],
+    );
 
     let first = greedy(&server);
     let choice = &first["choices"][0];
@@ -176,7 +191,28 @@ fn serves_completions_chat_pause_and_weight_reload() {
     );
     let (code, err) = server.post("/v1/completions", json!({"prompt": [1], "temperature": -1}));
     assert_eq!(code, 400, "{err}");
-    let (code, _) = server.post("/v1/completions", json!({"prompt": [1], "stream": true}));
-    assert_eq!(code, 400);
+    let (code, err) = server.post("/v1/completions", json!({"prompt": [1], "n": 5}));
+    assert_eq!(code, 400, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_num_seqs = 4"),
+        "{err}"
+    );
     assert_eq!(greedy(&server)["weight_version"], 1);
+}
+
+#[test]
+fn a_kv_cache_too_small_for_one_sequence_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = init_model(dir.path(), 1);
+    let out = skyrl()
+        .args(["serve", "--model", model.to_str().unwrap(), "--port", "0"])
+        .args(["--kv-cache-memory-bytes", "64KiB"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot hold one sequence"), "{err}");
 }

@@ -13,7 +13,9 @@ pub struct InferenceEngineConfig {
     pub model_dtype: String,
     pub run_engines_locally: bool,
     pub num_engines: usize,
-    /// `tch` (in-process libtorch engine).
+    /// `tch` (the libtorch engine, in process or `skyrl serve`) or `vllm`
+    /// (`vllm serve` processes, or external vLLM servers driven with vLLM's
+    /// control endpoints).
     pub backend: String,
     /// `colocated` (in-process engine), `checkpoint` (safetensors + reload) or `nccl`.
     pub weight_sync_backend: String,

@@ -6,7 +6,8 @@
 //! trainer starts itself ([`launcher`]). It also owns where engines run
 //! ([`placement`]), how trained weights reach them ([`weight_sync`]: in-memory
 //! copy, checkpoint-and-reload, NCCL broadcast over the [`nccl`] group) and
-//! the OpenAI wire types both the client and `skyrl serve` speak ([`openai`]).
+//! the OpenAI wire types both the client and `skyrl serve` speak ([`openai`]),
+//! and vLLM as an engine ([`vllm`]: its control protocol and launching it).
 //!
 //! It builds on `skyrl-model` only. It knows nothing about plugins,
 //! environments, optimizers or ranks: the rollout crate drives it, the
@@ -14,6 +15,7 @@
 
 pub mod config;
 mod engine;
+pub mod engine_settings;
 pub mod launcher;
 pub mod local;
 pub mod nccl;
@@ -21,6 +23,7 @@ pub mod openai;
 pub mod placement;
 pub mod remote;
 pub mod startup;
+pub mod vllm;
 pub mod weight_sync;
 
 pub use config::InferenceEngineConfig;

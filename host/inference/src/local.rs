@@ -1,29 +1,50 @@
-//! The in-process engine, shared by concurrent rollout tasks: requests that
-//! are pending together (e.g. the prompt groups of fully-async training) are
-//! decoded as one batch. Every prompt samples from its own stream, so a
-//! request's output does not depend on its company.
+//! The in-process engine, shared by concurrent rollout tasks with continuous
+//! batching: a request's sequences join the running batch at the next engine
+//! step, and the caller holding the engine steps it for everyone until its own
+//! request is done. Every prompt samples from its own stream, so a request's
+//! output does not depend on its company.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
-use skyrl_model::{BatchRequest, Completion, InferenceEngine, SampleStream, SamplingParams};
+use skyrl_model::{Completion, InferenceEngine, SampleStream, SamplingParams, SeqId, SeqRequest};
 use tokio::sync::oneshot;
 
-/// One request waiting for the engine.
+type Reply = oneshot::Sender<std::result::Result<(Vec<Completion>, u64), String>>;
+
+/// A request waiting to be submitted.
 struct Pending {
     prompts: Vec<Vec<i64>>,
     streams: Vec<SampleStream>,
     params: SamplingParams,
-    reply: oneshot::Sender<std::result::Result<(Vec<Completion>, u64), String>>,
+    reply: Reply,
+}
+
+/// A submitted request collecting its completions.
+struct InFlight {
+    completions: Vec<Option<Completion>>,
+    left: usize,
+    version: u64,
+    reply: Option<Reply>,
+}
+
+/// Sequences in flight: which request and which prompt each one is.
+#[derive(Default)]
+struct Routes {
+    requests: HashMap<u64, InFlight>,
+    seqs: HashMap<SeqId, (u64, usize)>,
+    next: u64,
 }
 
 /// The engine plus the requests waiting for it.
 pub struct LocalEngine {
-    /// Held while decoding and while weights are synced (a sync lands between batches).
+    /// Held while stepping and while weights are synced (a sync lands between steps).
     engine: tokio::sync::Mutex<InferenceEngine>,
     pending: Mutex<Vec<Pending>>,
-    batches: AtomicU64,
+    routes: Mutex<Routes>,
+    busy_periods: AtomicU64,
 }
 
 impl LocalEngine {
@@ -32,13 +53,15 @@ impl LocalEngine {
         Self {
             engine: tokio::sync::Mutex::new(engine),
             pending: Mutex::new(Vec::new()),
-            batches: AtomicU64::new(0),
+            routes: Mutex::new(Routes::default()),
+            busy_periods: AtomicU64::new(0),
         }
     }
 
-    /// Decode batches run so far (requests served together count once).
-    pub fn decode_batches(&self) -> u64 {
-        self.batches.load(Ordering::SeqCst)
+    /// Times the engine started from idle (requests that joined one running
+    /// batch count once).
+    pub fn busy_periods(&self) -> u64 {
+        self.busy_periods.load(Ordering::SeqCst)
     }
 
     /// Exclusive access from a thread outside the runtime (weight sync).
@@ -46,9 +69,9 @@ impl LocalEngine {
         self.engine.blocking_lock()
     }
 
-    /// Queues the request, lets other ready tasks queue theirs, then whoever
-    /// holds the engine decodes everything queued with matching settings.
-    /// Returns the completions and `version` as read while holding the engine.
+    /// Queues the request, lets other ready tasks queue theirs, then steps the
+    /// engine (for every request in flight) until this one is done. Returns
+    /// the completions and `version` as read when the request was submitted.
     pub async fn generate(
         &self,
         prompts: &[Vec<i64>],
@@ -56,7 +79,7 @@ impl LocalEngine {
         params: &SamplingParams,
         version: &AtomicU64,
     ) -> Result<(Vec<Completion>, u64)> {
-        let (reply, rx) = oneshot::channel();
+        let (reply, mut rx) = oneshot::channel();
         self.pending.lock().expect("pending lock").push(Pending {
             prompts: prompts.to_vec(),
             streams: streams.to_vec(),
@@ -64,38 +87,121 @@ impl LocalEngine {
             reply,
         });
         tokio::task::yield_now().await;
-        {
-            let engine = self.engine.lock().await;
-            let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
-            if !queued.is_empty() {
-                self.batches.fetch_add(1, Ordering::SeqCst);
-                serve(&engine, queued, version.load(Ordering::SeqCst));
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut rx => {
+                    return out
+                        .map_err(|_| anyhow!("the engine dropped the request"))?
+                        .map_err(|e| anyhow!(e));
+                }
+                engine = self.engine.lock() => {
+                    self.drive(&engine, version.load(Ordering::SeqCst));
+                    drop(engine);
+                    tokio::task::yield_now().await;
+                }
             }
         }
-        rx.await
-            .map_err(|_| anyhow!("the engine dropped the request"))?
-            .map_err(|e| anyhow!(e))
+    }
+
+    /// Submits queued requests and runs one step, routing finished sequences.
+    fn drive(&self, engine: &InferenceEngine, version: u64) {
+        let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
+        let mut routes = self.routes.lock().expect("routes lock");
+        if !queued.is_empty() && !engine.has_unfinished() {
+            self.busy_periods.fetch_add(1, Ordering::SeqCst);
+        }
+        for p in queued {
+            submit(engine, &mut routes, p, version);
+        }
+        if !engine.has_unfinished() {
+            return;
+        }
+        match engine.step() {
+            Ok(updates) => {
+                for u in updates {
+                    if let Some(c) = u.finished {
+                        finish(&mut routes, u.id, c);
+                    }
+                }
+            }
+            Err(e) => {
+                // A failed step drops every sequence in flight.
+                routes.seqs.clear();
+                for (_, mut r) in routes.requests.drain() {
+                    if let Some(reply) = r.reply.take() {
+                        let _ = reply.send(Err(e.to_string()));
+                    }
+                }
+            }
+        }
     }
 }
 
-/// Decodes `queued`, one batch per distinct sampling setting (see
-/// [`InferenceEngine::generate_coalesced`]).
-fn serve(engine: &InferenceEngine, mut queued: Vec<Pending>, version: u64) {
-    while !queued.is_empty() {
-        let key = queued[0].params.clone();
-        let (batch, rest): (Vec<Pending>, Vec<Pending>) = queued
-            .into_iter()
-            .partition(|p| p.params.batches_with(&key));
-        queued = rest;
-        let requests: Vec<BatchRequest<'_>> = batch
-            .iter()
-            .map(|p| (p.prompts.as_slice(), p.streams.as_slice()))
-            .collect();
-        let outs = engine.generate_coalesced(&requests, &key);
-        for (p, out) in batch.into_iter().zip(outs) {
-            let _ = p
-                .reply
-                .send(out.map(|c| (c, version)).map_err(|e| e.to_string()));
+/// Submits every prompt of `p`; on bad input the request fails alone.
+fn submit(engine: &InferenceEngine, routes: &mut Routes, p: Pending, version: u64) {
+    if p.prompts.len() != p.streams.len() {
+        let _ = p.reply.send(Err(format!(
+            "{} prompts but {} sampling streams",
+            p.prompts.len(),
+            p.streams.len()
+        )));
+        return;
+    }
+    if p.prompts.is_empty() {
+        let _ = p.reply.send(Ok((Vec::new(), version)));
+        return;
+    }
+    let params = Arc::new(p.params);
+    let mut ids = Vec::with_capacity(p.prompts.len());
+    for (prompt, stream) in p.prompts.into_iter().zip(p.streams) {
+        let request = SeqRequest {
+            prompt,
+            stream,
+            params: params.clone(),
+        };
+        match engine.submit(request) {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                for id in ids {
+                    engine.abort(id);
+                }
+                let _ = p.reply.send(Err(e.to_string()));
+                return;
+            }
+        }
+    }
+    let key = routes.next;
+    routes.next += 1;
+    for (i, id) in ids.iter().enumerate() {
+        routes.seqs.insert(*id, (key, i));
+    }
+    routes.requests.insert(
+        key,
+        InFlight {
+            completions: vec![None; ids.len()],
+            left: ids.len(),
+            version,
+            reply: Some(p.reply),
+        },
+    );
+}
+
+/// Records a finished sequence; replies when its request is complete.
+fn finish(routes: &mut Routes, id: SeqId, completion: Completion) {
+    let Some((key, i)) = routes.seqs.remove(&id) else {
+        return;
+    };
+    let Some(r) = routes.requests.get_mut(&key) else {
+        return;
+    };
+    r.completions[i] = Some(completion);
+    r.left -= 1;
+    if r.left == 0 {
+        let r = routes.requests.remove(&key).expect("present");
+        let all = r.completions.into_iter().flatten().collect();
+        if let Some(reply) = r.reply {
+            let _ = reply.send(Ok((all, r.version)));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Starting the rollout engine a placement plan asks for: a copy of the
-//! policy in this process, `skyrl serve` children on loopback, or a client
-//! for servers someone else runs.
+//! policy in this process, `skyrl serve` or `vllm serve` children on
+//! loopback, or a client for servers someone else runs (driven with vLLM's
+//! control endpoints for `backend: vllm`, SGLang-style ones otherwise).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,9 +10,10 @@ use anyhow::{bail, Context, Result};
 use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, Tokenizer};
 
 use crate::config::InferenceEngineConfig;
-use crate::launcher::{LocalServers, ServerLaunch};
-use crate::placement::Placement;
-use crate::remote::{RemoteEngines, RemoteEnginesConfig};
+use crate::engine_settings::builtin_engine_settings;
+use crate::launcher::{EngineProgram, LocalServers, ServerLaunch, VllmLaunch};
+use crate::placement::{EngineKind, Placement};
+use crate::remote::{ControlProtocol, RemoteEngines, RemoteEnginesConfig};
 use crate::RolloutEngine;
 
 /// Converts a config value in seconds (negative = 0) into a duration.
@@ -53,12 +55,17 @@ pub fn start_engines(
     ie: &InferenceEngineConfig,
     policy: &PolicySource,
 ) -> Result<RolloutEngine> {
+    let engine = EngineKind::parse(&ie.backend)?;
     let client_config = |urls: Vec<String>, model: Option<String>| RemoteEnginesConfig {
         model,
         request_timeout: seconds(ie.request_timeout_s),
         max_retries: ie.max_retries,
         retry_backoff: seconds(ie.retry_backoff_s),
         api_key: ie.api_key.clone(),
+        protocol: match engine {
+            EngineKind::Tch => ControlProtocol::Sglang,
+            EngineKind::Vllm => ControlProtocol::Vllm,
+        },
         ..RemoteEnginesConfig::new(urls)
     };
     Ok(match placement {
@@ -67,11 +74,10 @@ pub fn start_engines(
                 device: policy.model.device(),
                 kind: policy.model.kind(),
             };
-            let engine = InferenceEngine::new(
-                policy.model.try_clone(&options)?,
-                Some(Tokenizer::from_dir(policy.dir)?),
-            )
-            .with_max_batch(ie.max_num_seqs.max(1));
+            let model = policy.model.try_clone(&options)?;
+            let settings = builtin_engine_settings(ie, &model)?;
+            let engine = InferenceEngine::new(model, Some(Tokenizer::from_dir(policy.dir)?))
+                .with_settings(settings)?;
             RolloutEngine::local(engine)
         }
         Placement::LocalServers { num_engines } => {
@@ -79,12 +85,31 @@ pub fn start_engines(
                 .served_model_name
                 .clone()
                 .unwrap_or_else(|| "skyrl-policy".into());
+            let program = match engine {
+                EngineKind::Tch => EngineProgram::Skyrl(engine_program(policy.engine_program)?),
+                EngineKind::Vllm => EngineProgram::Vllm(crate::vllm::find_vllm()?),
+            };
             let launch = ServerLaunch {
-                program: engine_program(policy.engine_program)?,
+                program,
                 model: policy.dir.to_path_buf(),
                 max_num_seqs: ie.max_num_seqs.max(1),
+                max_num_batched_tokens: ie.max_num_batched_tokens.max(1),
+                enable_prefix_caching: ie.enable_prefix_caching,
                 served_model_name: name.clone(),
                 startup_timeout: seconds(ie.engine_startup_timeout_s),
+                engine_init_kwargs: ie.engine_init_kwargs.clone(),
+                vllm: VllmLaunch {
+                    tensor_parallel_size: ie.tensor_parallel_size,
+                    gpu_memory_utilization: ie.gpu_memory_utilization,
+                    dtype: ie.model_dtype.clone(),
+                    enforce_eager: ie.enforce_eager,
+                    nccl_weight_transfer: ie.weight_sync_backend == "nccl",
+                    api_key: ie.api_key.clone(),
+                    trainer_gpu: match policy.model.device() {
+                        tch::Device::Cuda(i) => Some(i),
+                        _ => None,
+                    },
+                },
             };
             let servers = LocalServers::start(&launch, *num_engines)?;
             let client = RemoteEngines::new(client_config(servers.urls().to_vec(), Some(name)))?;

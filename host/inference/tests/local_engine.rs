@@ -60,7 +60,11 @@ fn concurrent_requests_share_one_decode_batch_and_keep_their_outputs() {
         )
     });
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
-    assert_eq!(local.decode_batches(), 1, "both requests in one batch");
+    assert_eq!(
+        local.busy_periods(),
+        1,
+        "both requests in one running batch"
+    );
     assert_eq!((ra.1, rb.1), (7, 7));
     let want_a = solo.generate_with_streams(&a.0, &a.1, &params).unwrap();
     let want_b = solo.generate_with_streams(&b.0, &b.1, &params).unwrap();

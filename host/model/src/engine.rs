@@ -1,17 +1,23 @@
-//! Built-in batched inference: left-padded prefill into a KV cache, then one token
-//! per step for every unfinished sequence; finished rows are dropped from the batch.
+//! The built-in inference engine: paged KV cache, continuous batching and
+//! prefix sharing (see [`crate::paged`]).
+//!
+//! Two ways to drive it:
+//! - [`InferenceEngine::generate`] and friends: submit prompts, step until they
+//!   finish, return their completions in order;
+//! - [`InferenceEngine::submit`] + [`InferenceEngine::step`]: a server loop that
+//!   admits new requests between steps and streams each step's new tokens.
 
-use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use tch::{Kind, Tensor};
+use rand::Rng;
 
-use crate::error::{ModelError, Result};
-use crate::kv_cache::KvCache;
-use crate::model::{additive_mask, positions_from_mask, CausalLm};
-use crate::sampling::{sample_next, Completion, SamplingParams, StopMatch, StopReason};
+use crate::error::Result;
+use crate::model::CausalLm;
+use crate::paged::{Core, EngineStats};
+use crate::sampling::{Completion, SamplingParams};
 use crate::tokenizer::Tokenizer;
+
+pub use crate::paged::{EngineSettings, SeqId, SeqRequest, SeqUpdate};
 
 /// Default cap on sequences decoded together.
 pub const DEFAULT_MAX_BATCH: usize = 64;
@@ -21,28 +27,49 @@ pub const DEFAULT_MAX_BATCH: usize = 64;
 pub struct InferenceEngine {
     model: CausalLm,
     tokenizer: Option<Tokenizer>,
-    max_batch: usize,
+    /// Scheduler, block pool and sequences in flight (built on first use).
+    core: Mutex<Core>,
 }
 
 impl InferenceEngine {
-    /// Wraps `model`; the tokenizer is needed only for stop strings.
+    /// Wraps `model` with [`EngineSettings::default`]; the tokenizer is needed
+    /// only for stop strings.
     pub fn new(model: CausalLm, tokenizer: Option<Tokenizer>) -> Self {
+        let core = Core::new(EngineSettings::default());
         InferenceEngine {
             model,
             tokenizer,
-            max_batch: DEFAULT_MAX_BATCH,
+            core: Mutex::new(core),
         }
     }
 
-    /// Sets how many sequences are decoded in one batch (at least 1).
-    pub fn with_max_batch(mut self, max_batch: usize) -> Self {
-        self.max_batch = max_batch.max(1);
+    /// Replaces the settings; fails when the KV budget cannot hold one
+    /// sequence of the model's full context, or a setting is out of range.
+    pub fn with_settings(self, settings: EngineSettings) -> Result<Self> {
+        settings.validate(&self.model)?;
+        *self.core.lock().expect("engine lock") = Core::new(settings);
+        Ok(self)
+    }
+
+    /// Sets `max_num_seqs`, the most sequences decoded together (at least 1).
+    pub fn with_max_batch(self, max_batch: usize) -> Self {
+        {
+            let mut core = self.core.lock().expect("engine lock");
+            let mut settings = core.settings().clone();
+            settings.max_num_seqs = max_batch.max(1);
+            *core = Core::new(settings);
+        }
         self
     }
 
-    /// Most sequences decoded in one batch.
+    /// The settings in use.
+    pub fn settings(&self) -> EngineSettings {
+        self.core().settings().clone()
+    }
+
+    /// Most sequences decoded together (`max_num_seqs`).
     pub fn max_batch(&self) -> usize {
-        self.max_batch
+        self.core().settings().max_num_seqs
     }
 
     /// The served model.
@@ -51,8 +78,13 @@ impl InferenceEngine {
     }
 
     /// Mutable model, e.g. to sync weights from the trainer with
-    /// [`CausalLm::copy_weights_from`].
+    /// [`CausalLm::copy_weights_from`]. The prefix cache is dropped (its KV
+    /// was computed by the old weights); sequences in flight keep their KV.
     pub fn model_mut(&mut self) -> &mut CausalLm {
+        self.core
+            .get_mut()
+            .expect("engine lock")
+            .reset_prefix_cache();
         &mut self.model
     }
 
@@ -61,70 +93,103 @@ impl InferenceEngine {
         self.tokenizer.as_ref()
     }
 
-    /// Generates one completion per prompt (same order). See [`generate`].
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().expect("engine lock")
+    }
+
+    /// Queues one sequence; it joins the running batch at the next
+    /// [`InferenceEngine::step`] that has room. Bad input (empty prompt, ids
+    /// outside the vocabulary, a prompt as long as the context, stop strings
+    /// without a tokenizer, a sequence larger than the whole KV pool) fails here.
+    pub fn submit(&self, request: SeqRequest) -> Result<SeqId> {
+        self.core()
+            .submit(&self.model, self.tokenizer.as_ref(), request)
+    }
+
+    /// Runs one engine step: admits waiting sequences (prefilling their
+    /// uncached prompt tokens), decodes one token for every running sequence,
+    /// and returns what each touched sequence produced. A failed step fails
+    /// (and drops) every sequence in flight.
+    pub fn step(&self) -> Result<Vec<SeqUpdate>> {
+        let _guard = tch::no_grad_guard();
+        self.core().step(&self.model, self.tokenizer.as_ref())
+    }
+
+    /// Whether sequences are waiting or running.
+    pub fn has_unfinished(&self) -> bool {
+        self.core().has_unfinished()
+    }
+
+    /// Drops a sequence (e.g. its client went away); unknown ids are ignored.
+    pub fn abort(&self, id: SeqId) {
+        self.core().abort(id);
+    }
+
+    /// Forgets every cached prefix (vLLM's `reset_prefix_cache`).
+    pub fn reset_prefix_cache(&self) {
+        self.core().reset_prefix_cache();
+    }
+
+    /// Frees the KV pool (vLLM's `sleep`); fails while sequences are in
+    /// flight. The pool is allocated again on the next step.
+    pub fn sleep(&self) -> Result<()> {
+        self.core().release_pool()
+    }
+
+    /// Counters: prefill tokens computed and reused, preemptions, pool use.
+    pub fn stats(&self) -> EngineStats {
+        self.core().stats()
+    }
+
+    /// Generates one completion per prompt (same order). With `params.seed`,
+    /// prompt `i` samples from stream `(seed, i)`; see [`SampleStream`].
     pub fn generate(
         &self,
         prompts: &[Vec<i64>],
         params: &SamplingParams,
     ) -> Result<Vec<Completion>> {
-        generate(
-            &self.model,
-            self.tokenizer.as_ref(),
-            prompts,
-            params,
-            self.max_batch,
-        )
+        let streams = SampleStream::sequence(params.seed, prompts.len());
+        self.generate_with_streams(prompts, &streams, params)
     }
 
     /// Like [`InferenceEngine::generate`], with an explicit sampling stream per
-    /// prompt (`params.seed` is ignored). See [`generate_with_streams`].
+    /// prompt (`params.seed` is ignored).
     pub fn generate_with_streams(
         &self,
         prompts: &[Vec<i64>],
         streams: &[SampleStream],
         params: &SamplingParams,
     ) -> Result<Vec<Completion>> {
-        generate_with_streams(
-            &self.model,
-            self.tokenizer.as_ref(),
-            prompts,
-            streams,
-            params,
-            self.max_batch,
-        )
+        self.generate_coalesced(&[(prompts, streams)], params)
+            .pop()
+            .expect("one request in, one result out")
+    }
+
+    /// Decodes several requests together and returns each request's
+    /// completions, in order. A request with bad input fails by itself.
+    pub fn generate_coalesced(
+        &self,
+        requests: &[BatchRequest<'_>],
+        params: &SamplingParams,
+    ) -> Vec<Result<Vec<Completion>>> {
+        let mixed: Vec<MixedRequest<'_>> = requests
+            .iter()
+            .map(|&(prompts, streams)| (prompts, streams, params))
+            .collect();
+        self.generate_mixed(&mixed)
+    }
+
+    /// Decodes requests with their own sampling settings in one running batch.
+    pub fn generate_mixed(&self, requests: &[MixedRequest<'_>]) -> Vec<Result<Vec<Completion>>> {
+        crate::paged::run_to_completion(self, requests)
     }
 }
 
 /// One request of a coalesced batch: its prompts and their sampling streams.
 pub type BatchRequest<'a> = (&'a [Vec<i64>], &'a [SampleStream]);
 
-impl InferenceEngine {
-    /// Decodes several requests (same settings) as one batch and returns each
-    /// request's completions, in order. If the batch fails, every request
-    /// runs alone, so one bad request fails by itself.
-    pub fn generate_coalesced(
-        &self,
-        requests: &[BatchRequest<'_>],
-        params: &SamplingParams,
-    ) -> Vec<Result<Vec<Completion>>> {
-        let prompts: Vec<Vec<i64>> = requests.iter().flat_map(|r| r.0.to_vec()).collect();
-        let streams: Vec<SampleStream> = requests.iter().flat_map(|r| r.1.to_vec()).collect();
-        match self.generate_with_streams(&prompts, &streams, params) {
-            Ok(all) => {
-                let mut all = all.into_iter();
-                requests
-                    .iter()
-                    .map(|r| Ok(all.by_ref().take(r.0.len()).collect()))
-                    .collect()
-            }
-            Err(e) if requests.len() == 1 => vec![Err(e)],
-            Err(_) => requests
-                .iter()
-                .map(|r| self.generate_with_streams(r.0, r.1, params))
-                .collect(),
-        }
-    }
-}
+/// A request with its own settings: prompts, their streams, sampling params.
+pub type MixedRequest<'a> = (&'a [Vec<i64>], &'a [SampleStream], &'a SamplingParams);
 
 /// The random stream one prompt samples from: ChaCha8 seeded by `seed`, stream `index`.
 ///
@@ -137,259 +202,20 @@ pub struct SampleStream {
 }
 
 impl SampleStream {
-    /// Streams `(seed, 0..n)`: what [`generate`] uses for one call with `seed`
-    /// (a fresh random seed when `None`).
+    /// Streams `(seed, 0..n)`: what [`InferenceEngine::generate`] uses for one
+    /// call with `seed` (a fresh random seed when `None`).
     pub fn sequence(seed: Option<u64>, n: usize) -> Vec<SampleStream> {
         let seed = seed.unwrap_or_else(|| rand::rng().random());
         (0..n as u64)
             .map(|index| SampleStream { seed, index })
             .collect()
     }
-}
 
-/// Generates one completion per prompt, in batches of at most `max_batch`.
-///
-/// With `params.seed`, prompt `i` samples from its own ChaCha8 stream seeded by
-/// `(seed, i)`, so results are reproducible for the same inputs and batch size.
-/// Stop strings need `tokenizer` (matched on the decoded completion, special
-/// tokens skipped); stop ids are `params.stop_token_ids` plus the EOS ids of the
-/// model config and tokenizer unless `params.ignore_eos`.
-pub fn generate(
-    model: &CausalLm,
-    tokenizer: Option<&Tokenizer>,
-    prompts: &[Vec<i64>],
-    params: &SamplingParams,
-    max_batch: usize,
-) -> Result<Vec<Completion>> {
-    let streams = SampleStream::sequence(params.seed, prompts.len());
-    generate_with_streams(model, tokenizer, prompts, &streams, params, max_batch)
-}
-
-/// Generates one completion per prompt, prompt `i` sampling from `streams[i]`
-/// (`params.seed` is ignored), in batches of at most `max_batch`.
-pub fn generate_with_streams(
-    model: &CausalLm,
-    tokenizer: Option<&Tokenizer>,
-    prompts: &[Vec<i64>],
-    streams: &[SampleStream],
-    params: &SamplingParams,
-    max_batch: usize,
-) -> Result<Vec<Completion>> {
-    params.validate()?;
-    if streams.len() != prompts.len() {
-        return Err(ModelError::Input(format!(
-            "{} prompts but {} sampling streams",
-            prompts.len(),
-            streams.len()
-        )));
-    }
-    if !params.stop.is_empty() && tokenizer.is_none() {
-        return Err(ModelError::Input(
-            "stop strings need a tokenizer; construct the engine with one".into(),
-        ));
-    }
-    let config = model.config();
-    for (i, p) in prompts.iter().enumerate() {
-        if p.is_empty() {
-            return Err(ModelError::Input(format!("prompt {i} is empty")));
-        }
-        if let Some(&bad) = p.iter().find(|&&t| t < 0 || t >= config.vocab_size) {
-            return Err(ModelError::Input(format!(
-                "prompt {i} has token id {bad} outside the vocabulary [0, {})",
-                config.vocab_size
-            )));
-        }
-        if p.len() as i64 >= config.max_position_embeddings {
-            return Err(ModelError::Input(format!(
-                "prompt {i} has {} tokens; the model context is {}",
-                p.len(),
-                config.max_position_embeddings
-            )));
-        }
-    }
-    let mut stop_ids: HashSet<i64> = params.stop_token_ids.iter().copied().collect();
-    if !params.ignore_eos {
-        stop_ids.extend(config.eos_ids());
-        if let Some(id) = tokenizer.and_then(Tokenizer::eos_token_id) {
-            stop_ids.insert(id);
-        }
-    }
-    let pad = tokenizer
-        .and_then(Tokenizer::pad_token_id)
-        .or(config.pad_token_id)
-        .unwrap_or(0);
-    let job = Job {
-        model,
-        tokenizer,
-        params,
-        stop_ids,
-        pad,
-    };
-    let _guard = tch::no_grad_guard();
-    let mut out = Vec::with_capacity(prompts.len());
-    let size = max_batch.max(1);
-    for (chunk, chunk_streams) in prompts.chunks(size).zip(streams.chunks(size)) {
-        let rngs = chunk_streams
-            .iter()
-            .map(|s| stream_rng(s.seed, s.index))
-            .collect();
-        out.extend(job.run_batch(chunk, rngs)?);
-    }
-    Ok(out)
-}
-
-fn stream_rng(seed: u64, index: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(index);
-    rng
-}
-
-struct Job<'a> {
-    model: &'a CausalLm,
-    tokenizer: Option<&'a Tokenizer>,
-    params: &'a SamplingParams,
-    stop_ids: HashSet<i64>,
-    pad: i64,
-}
-
-/// Per-sequence decoding state.
-struct Sequence {
-    tokens: Vec<i64>,
-    logprobs: Vec<f32>,
-    rng: ChaCha8Rng,
-    prompt_len: usize,
-    done: Option<(StopReason, Option<StopMatch>)>,
-}
-
-impl Job<'_> {
-    fn run_batch(&self, prompts: &[Vec<i64>], rngs: Vec<ChaCha8Rng>) -> Result<Vec<Completion>> {
-        let model = self.model;
-        let device = model.device();
-        let config = model.config();
-        let mut seqs: Vec<Sequence> = prompts
-            .iter()
-            .zip(rngs)
-            .map(|(p, rng)| Sequence {
-                tokens: Vec::new(),
-                logprobs: Vec::new(),
-                rng,
-                prompt_len: p.len(),
-                done: None,
-            })
-            .collect();
-        if self.params.max_tokens == 0 {
-            return Ok(seqs
-                .into_iter()
-                .map(|s| finish(s, StopReason::Length, None))
-                .collect());
-        }
-        let b = prompts.len() as i64;
-        let l = prompts.iter().map(Vec::len).max().unwrap_or(0) as i64;
-        let mut ids = Vec::with_capacity((b * l) as usize);
-        let mut mask = Vec::with_capacity((b * l) as usize);
-        for p in prompts {
-            let padding = l as usize - p.len();
-            ids.extend(std::iter::repeat_n(self.pad, padding).chain(p.iter().copied()));
-            mask.extend(
-                std::iter::repeat_n(false, padding).chain(std::iter::repeat_n(true, p.len())),
-            );
-        }
-        let ids = Tensor::from_slice(&ids).view([b, l]).to_device(device);
-        let mut key_mask = Tensor::from_slice(&mask).view([b, l]).to_device(device);
-        let positions = positions_from_mask(&key_mask);
-        let capacity = l + self.params.max_tokens as i64;
-        let mut cache = KvCache::new(
-            config.num_hidden_layers,
-            b,
-            config.kv_heads(),
-            capacity,
-            config.head_dim(),
-            model.kind(),
-            device,
-        );
-        let attn = additive_mask(&key_mask, l, 0, model.kind());
-        let hidden = model.forward_hidden(&ids, &positions, &attn, Some(&mut cache));
-        let mut logits = model.logits(&hidden.narrow(1, l - 1, 1).squeeze_dim(1));
-        let mut next_pos = positions.narrow(1, l - 1, 1).squeeze_dim(1) + 1;
-        // Rows of the current batch -> index into `seqs`.
-        let mut active: Vec<usize> = (0..seqs.len()).collect();
-        loop {
-            let uniforms: Vec<f64> = active.iter().map(|&i| seqs[i].rng.random()).collect();
-            let (tokens, logprobs) = sample_next(&logits, self.params, &uniforms);
-            let tokens_cpu = Vec::<i64>::try_from(tokens.to_device(tch::Device::Cpu))?;
-            let logprobs_cpu = Vec::<f32>::try_from(logprobs.to_device(tch::Device::Cpu))?;
-            for (row, &i) in active.iter().enumerate() {
-                let seq = &mut seqs[i];
-                seq.tokens.push(tokens_cpu[row]);
-                seq.logprobs.push(logprobs_cpu[row]);
-                seq.done = self.check_stop(seq, config.max_position_embeddings)?;
-            }
-            let keep: Vec<i64> = (0..active.len() as i64)
-                .filter(|&row| seqs[active[row as usize]].done.is_none())
-                .collect();
-            if keep.is_empty() {
-                break;
-            }
-            let mut step_tokens = tokens;
-            if keep.len() < active.len() {
-                let rows = Tensor::from_slice(&keep).to_device(device);
-                cache.select_rows(&rows);
-                key_mask = key_mask.index_select(0, &rows);
-                next_pos = next_pos.index_select(0, &rows);
-                step_tokens = step_tokens.index_select(0, &rows);
-                active = keep.iter().map(|&row| active[row as usize]).collect();
-            }
-            let n = active.len() as i64;
-            key_mask = Tensor::cat(&[&key_mask, &Tensor::ones([n, 1], (Kind::Bool, device))], 1);
-            let attn = additive_mask(&key_mask, 1, cache.len(), model.kind());
-            let hidden = model.forward_hidden(
-                &step_tokens.view([n, 1]),
-                &next_pos.view([n, 1]),
-                &attn,
-                Some(&mut cache),
-            );
-            logits = model.logits(&hidden.squeeze_dim(1));
-            next_pos += 1;
-        }
-        Ok(seqs
-            .into_iter()
-            .map(|mut s| {
-                let (reason, matched) = s.done.take().unwrap_or((StopReason::Length, None));
-                finish(s, reason, matched)
-            })
-            .collect())
-    }
-
-    fn check_stop(
-        &self,
-        seq: &Sequence,
-        context: i64,
-    ) -> Result<Option<(StopReason, Option<StopMatch>)>> {
-        let last = *seq.tokens.last().expect("a token was just pushed");
-        if self.stop_ids.contains(&last) {
-            return Ok(Some((StopReason::Stop, Some(StopMatch::Token(last)))));
-        }
-        if !self.params.stop.is_empty() {
-            let tokenizer = self.tokenizer.expect("checked in generate");
-            let text = tokenizer.decode(&seq.tokens, true)?;
-            if let Some(s) = self.params.stop.iter().find(|s| text.contains(s.as_str())) {
-                return Ok(Some((StopReason::Stop, Some(StopMatch::String(s.clone())))));
-            }
-        }
-        if seq.tokens.len() >= self.params.max_tokens
-            || (seq.prompt_len + seq.tokens.len()) as i64 >= context
-        {
-            return Ok(Some((StopReason::Length, None)));
-        }
-        Ok(None)
-    }
-}
-
-fn finish(seq: Sequence, stop_reason: StopReason, stop_match: Option<StopMatch>) -> Completion {
-    Completion {
-        token_ids: seq.tokens,
-        logprobs: seq.logprobs,
-        stop_reason,
-        stop_match,
+    /// The ChaCha8 generator of this stream.
+    pub fn rng(&self) -> rand_chacha::ChaCha8Rng {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(self.index);
+        rng
     }
 }

@@ -1,6 +1,21 @@
-//! Preallocated key/value cache for incremental decoding.
+//! Key/value caches for incremental decoding: the traits attention writes
+//! through, and the contiguous preallocated cache of the static-batch engine
+//! (the paged pool lives in [`crate::paged`]).
 
 use tch::{Device, Kind, Tensor};
+
+/// One layer's key/value store as attention sees it.
+pub trait LayerKv {
+    /// Stores the new `k, v [B, Hkv, T, D]` and returns the keys and values
+    /// every query of this call attends over, `[B, Hkv, S, D]`.
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> (Tensor, Tensor);
+}
+
+/// Per-layer key/value stores of a batch.
+pub trait KvStore {
+    /// The store of layer `i`.
+    fn layer_kv(&mut self, i: usize) -> &mut dyn LayerKv;
+}
 
 /// Keys and values of one layer: `[B, Hkv, capacity, D]`, the first `len` columns filled.
 #[derive(Debug)]
@@ -26,13 +41,15 @@ impl LayerCache {
             len: 0,
         }
     }
+}
 
+impl LayerKv for LayerCache {
     /// Writes `k, v [B, Hkv, T, D]` after the filled columns and returns all filled
     /// keys and values `[B, Hkv, len + T, D]`.
     ///
     /// # Panics
     /// When the capacity is exceeded (the engine sizes the cache up front).
-    pub fn append(&mut self, k: &Tensor, v: &Tensor) -> (Tensor, Tensor) {
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> (Tensor, Tensor) {
         let t = k.size()[2];
         let capacity = self.keys.size()[2];
         assert!(
@@ -50,7 +67,7 @@ impl LayerCache {
     }
 }
 
-/// Per-layer caches of a batch.
+/// Per-layer contiguous caches of a batch.
 #[derive(Debug)]
 pub struct KvCache {
     layers: Vec<LayerCache>,
@@ -96,5 +113,11 @@ impl KvCache {
             layer.keys = layer.keys.index_select(0, rows);
             layer.values = layer.values.index_select(0, rows);
         }
+    }
+}
+
+impl KvStore for KvCache {
+    fn layer_kv(&mut self, i: usize) -> &mut dyn LayerKv {
+        &mut self.layers[i]
     }
 }

@@ -4,7 +4,7 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
-use crate::kv_cache::LayerCache;
+use crate::kv_cache::LayerKv;
 use crate::rope::apply_rotary;
 
 /// Root-mean-square layer norm computed in fp32 (as in `transformers`).
@@ -129,7 +129,7 @@ impl Attention {
         cos: &Tensor,
         sin: &Tensor,
         mask: &Tensor,
-        cache: Option<&mut LayerCache>,
+        cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let (b, t) = (x.size()[0], x.size()[1]);
         let heads = |proj: &nn::Linear, n: i64, norm: &Option<RmsNorm>| {
@@ -150,14 +150,22 @@ impl Attention {
             None => (k, v),
         };
         let groups = self.num_heads / self.num_kv_heads;
-        let (k, v) = if groups > 1 {
-            (repeat_kv(&k, groups), repeat_kv(&v, groups))
-        } else {
-            (k, v)
-        };
         let scale = (self.head_dim as f64).powf(-0.5);
-        let out =
-            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, false);
+        let sdpa = |q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor| {
+            Tensor::scaled_dot_product_attention(q, k, v, Some(mask), 0.0, false, scale, false)
+        };
+        let out = if groups > 1 && t == 1 {
+            // Decoding: the query heads sharing a kv head become that head's
+            // query rows, so keys and values are read once instead of copied
+            // `groups` times.
+            let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
+            let mask = mask.expand([b, 1, groups, mask.size()[3]], false);
+            sdpa(&q, &k, &v, &mask).reshape([b, self.num_heads, 1, self.head_dim])
+        } else if groups > 1 {
+            sdpa(&q, &repeat_kv(&k, groups), &repeat_kv(&v, groups), mask)
+        } else {
+            sdpa(&q, &k, &v, mask)
+        };
         let out = out
             .transpose(1, 2)
             .contiguous()
@@ -202,7 +210,7 @@ impl DecoderLayer {
         cos: &Tensor,
         sin: &Tensor,
         mask: &Tensor,
-        cache: Option<&mut LayerCache>,
+        cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let h = x + self
             .self_attn

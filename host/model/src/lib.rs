@@ -24,8 +24,10 @@ pub mod error;
 pub mod kv_cache;
 pub mod layers;
 pub mod model;
+pub mod paged;
 pub mod rope;
 pub mod sampling;
+pub mod static_batch;
 pub mod tiny;
 pub mod tokenizer;
 pub mod weights;
@@ -35,10 +37,17 @@ use std::path::{Path, PathBuf};
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use checkpointing::LayerCheckpoints;
 pub use config::{Arch, ModelConfig, TokenIds};
-pub use engine::{generate, generate_with_streams, BatchRequest, InferenceEngine, SampleStream};
+pub use engine::{
+    BatchRequest, EngineSettings, InferenceEngine, MixedRequest, SampleStream, SeqId, SeqRequest,
+    SeqUpdate,
+};
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, LoadOptions, LogprobOptions, TokenLogprobs};
-pub use sampling::{Completion, LogprobMode, SamplingParams, StopMatch, StopReason};
+pub use paged::EngineStats;
+pub use sampling::{
+    Completion, LogprobMode, PromptTokenLogprob, SamplingParams, StopMatch, StopReason,
+};
+pub use static_batch::{generate, generate_with_streams};
 pub use tiny::{init_tiny_model, TinySize};
 pub use tokenizer::Tokenizer;
 

@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::KvStore;
 use crate::layers::{DecoderLayer, RmsNorm};
 use crate::rope::{RopeScaling, Rotary};
 use crate::weights::{self, torch_dtype_name};
@@ -268,12 +268,12 @@ impl CausalLm {
         input_ids: &Tensor,
         positions: &Tensor,
         mask: &Tensor,
-        mut cache: Option<&mut KvCache>,
+        mut cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         let mut h = Tensor::embedding(&self.embed_tokens, input_ids, -1, false, false);
         let (cos, sin) = self.rotary.cos_sin(positions, h.kind());
         for (i, layer) in self.layers.iter().enumerate() {
-            let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
+            let layer_cache = cache.as_deref_mut().map(|c| c.layer_kv(i));
             h = layer.forward(&h, &cos, &sin, mask, layer_cache);
         }
         self.norm.forward(&h)
@@ -419,7 +419,7 @@ pub fn positions_from_mask(mask: &Tensor) -> Tensor {
 }
 
 /// Large negative value used for masked attention scores in `kind`.
-fn mask_value(kind: Kind) -> f64 {
+pub(crate) fn mask_value(kind: Kind) -> f64 {
     match kind {
         Kind::Half => -65504.0,
         Kind::BFloat16 => -3.38e38,

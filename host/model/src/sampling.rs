@@ -19,6 +19,9 @@ pub enum LogprobMode {
     Processed,
 }
 
+/// Most alternatives per token [`SamplingParams::top_logprobs`] may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
 /// Sampling controls (vLLM names and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -43,6 +46,22 @@ pub struct SamplingParams {
     pub seed: Option<u64>,
     /// Which log-probs to report.
     pub logprob_mode: LogprobMode,
+    /// OpenAI: subtract this once from the logit of every token already
+    /// generated (0 disables; in [-2, 2]).
+    pub presence_penalty: f64,
+    /// OpenAI: subtract this times the count of each token already generated
+    /// (0 disables; in [-2, 2]).
+    pub frequency_penalty: f64,
+    /// vLLM/HF: divide positive (multiply negative) logits of tokens in the
+    /// prompt or the output by this (1 disables; > 0).
+    pub repetition_penalty: f64,
+    /// Also report this many most likely alternatives (raw log-probs) per
+    /// generated token in [`Completion::top_logprobs`] (0 = none; at most 20).
+    pub top_logprobs: usize,
+    /// Report the log-prob of every prompt token after the first, with this many
+    /// alternatives each, in [`Completion::prompt_logprobs`] (`echo` with
+    /// `logprobs`). Such prompts are always prefilled in full (no prefix-cache hit).
+    pub prompt_logprobs: Option<usize>,
 }
 
 impl Default for SamplingParams {
@@ -58,6 +77,11 @@ impl Default for SamplingParams {
             ignore_eos: false,
             seed: None,
             logprob_mode: LogprobMode::Raw,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            repetition_penalty: 1.0,
+            top_logprobs: 0,
+            prompt_logprobs: None,
         }
     }
 }
@@ -107,7 +131,35 @@ impl SamplingParams {
         if self.stop.iter().any(String::is_empty) {
             return bad("stop strings must not be empty".into());
         }
+        for (name, v) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if !(-2.0..=2.0).contains(&v) {
+                return bad(format!("{name} must be in [-2, 2], got {v}"));
+            }
+        }
+        if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
+            return bad(format!(
+                "repetition_penalty must be > 0, got {}",
+                self.repetition_penalty
+            ));
+        }
+        if self.top_logprobs > MAX_TOP_LOGPROBS
+            || self.prompt_logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS)
+        {
+            return bad(format!(
+                "at most {MAX_TOP_LOGPROBS} top log-probs per token can be returned"
+            ));
+        }
         Ok(())
+    }
+
+    /// True when any presence, frequency or repetition penalty is active.
+    pub fn has_penalties(&self) -> bool {
+        self.presence_penalty != 0.0
+            || self.frequency_penalty != 0.0
+            || self.repetition_penalty != 1.0
     }
 
     /// True when sampling reduces to argmax.
@@ -157,13 +209,45 @@ pub struct Completion {
     pub stop_reason: StopReason,
     /// The stop token or string, for `stop`.
     pub stop_match: Option<StopMatch>,
+    /// Per generated token, the `params.top_logprobs` most likely `(token, raw
+    /// log-prob)` pairs, most likely first (empty when not asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_logprobs: Vec<Vec<(i64, f32)>>,
+    /// With `params.prompt_logprobs`: one entry per prompt token after the
+    /// first: its raw log-prob given the tokens before it, and the top alternatives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<Vec<PromptTokenLogprob>>,
+    /// Prompt tokens whose KV came from the prefix cache or a sibling sample
+    /// instead of being computed for this sequence.
+    #[serde(default)]
+    pub cached_prompt_tokens: usize,
+}
+
+/// Log-prob of one prompt token (see [`Completion::prompt_logprobs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptTokenLogprob {
+    pub token: i64,
+    pub logprob: f32,
+    /// The most likely `(token, log-prob)` pairs at this position.
+    pub top: Vec<(i64, f32)>,
 }
 
 /// Samples one token per row of `logits [B, V]` (fp32) using one uniform number
 /// per row from `uniforms`. Returns `(tokens [B] int64, logprobs [B] fp32)`.
 pub fn sample_next(logits: &Tensor, params: &SamplingParams, uniforms: &[f64]) -> (Tensor, Tensor) {
+    sample_next_with_raw(logits, logits, params, uniforms)
+}
+
+/// [`sample_next`] from `logits` after logit processors (penalties), with
+/// [`LogprobMode::Raw`] log-probs taken from the unprocessed `raw_logits`.
+pub fn sample_next_with_raw(
+    logits: &Tensor,
+    raw_logits: &Tensor,
+    params: &SamplingParams,
+    uniforms: &[f64],
+) -> (Tensor, Tensor) {
     let logits = logits.to_kind(Kind::Float);
-    let raw_logp = logits.log_softmax(-1, Kind::Float);
+    let raw_logp = raw_logits.to_kind(Kind::Float).log_softmax(-1, Kind::Float);
     if params.is_greedy() {
         let tokens = logits.argmax(-1, false);
         let lp = match params.logprob_mode {

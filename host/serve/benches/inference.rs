@@ -1,7 +1,7 @@
 //! Inference orchestration, side by side in one run (prints a table):
 //! - rollout generation: the in-process engine vs one `skyrl serve` over HTTP
-//!   (with request coalescing, and with it off) vs two servers behind the
-//!   load-balancing client;
+//!   (continuous batching, and with one sequence at a time) vs two servers
+//!   behind the load-balancing client;
 //! - weight sync: the colocated in-memory copy vs checkpoint-and-reload on one
 //!   and on two servers.
 //!
@@ -40,8 +40,8 @@ fn engine(dir: &Path) -> InferenceEngine {
     )
 }
 
-fn serve(dir: &Path, window: Duration, max_batch: usize) -> String {
-    let worker = EngineWorker::spawn_with_window(engine(dir).with_max_batch(max_batch), window);
+fn serve(dir: &Path, max_batch: usize) -> String {
+    let worker = EngineWorker::spawn(engine(dir).with_max_batch(max_batch));
     let state = AppState::new(worker, Tokenizer::from_dir(dir).unwrap(), "bench".into());
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -117,10 +117,9 @@ fn run(size_name: &str, size: TinySize) {
         rt.block_on(c.wait_ready(Duration::from_secs(30))).unwrap();
         RolloutEngine::remote(c, None)
     };
-    let window = Duration::from_millis(3);
-    let one = remote(vec![serve(&dir, window, 256)]);
-    let one_nobatch = remote(vec![serve(&dir, window, 1)]);
-    let two = remote(vec![serve(&dir, window, 256), serve(&dir, window, 256)]);
+    let one = remote(vec![serve(&dir, 256)]);
+    let one_nobatch = remote(vec![serve(&dir, 1)]);
+    let two = remote(vec![serve(&dir, 256), serve(&dir, 256)]);
     let t_local = time(|| gen(&local));
     let t_one = time(|| gen(&one));
     let t_nobatch = time(|| gen(&one_nobatch));
@@ -155,8 +154,8 @@ fn run(size_name: &str, size: TinySize) {
     );
     for (name, t) in [
         ("in-process engine (colocated)", t_local),
-        ("1 skyrl serve, HTTP, coalescing 3 ms", t_one),
-        ("1 skyrl serve, one request per decode", t_nobatch),
+        ("1 skyrl serve, HTTP, continuous batching", t_one),
+        ("1 skyrl serve, one sequence at a time", t_nobatch),
         ("2 skyrl serve, load-balanced", t_two),
     ] {
         println!(
@@ -165,10 +164,7 @@ fn run(size_name: &str, size: TinySize) {
             t_local / t
         );
     }
-    println!(
-        "coalescing speed-up on one server: {:.2}x",
-        t_nobatch / t_one
-    );
+    println!("batching speed-up on one server: {:.2}x", t_nobatch / t_one);
     println!();
     println!(
         "weight sync: {} KiB of safetensors, median of {REPEATS}",

@@ -1,12 +1,19 @@
 //! `skyrl serve`: the built-in engine behind an OpenAI-compatible API.
 //!
-//! One worker thread owns the [`skyrl_model::InferenceEngine`]; HTTP handlers
-//! send it commands (generate, pause, resume, load weights) over a channel,
-//! so weight updates are serialized with generation without locks.
+//! One worker thread owns the [`skyrl_model::InferenceEngine`] and runs it as
+//! a continuous-batching step loop; HTTP handlers send it commands (generate,
+//! pause, resume, load weights) over a channel, so weight updates run between
+//! engine steps without locks.
 
+mod generate;
 pub mod server;
+mod sse;
+mod text;
+pub mod vllm_routes;
 mod worker;
 
-pub use worker::{EngineCommand, EngineJob, EngineWorker, DEFAULT_BATCH_WINDOW};
+pub use worker::{
+    EngineCommand, EngineJob, EngineWorker, EventSender, GenerateError, GenerateReply, SeqEvent,
+};
 
 pub use skyrl_inference::launcher::LISTENING_PREFIX;

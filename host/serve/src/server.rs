@@ -1,24 +1,29 @@
-//! The HTTP routes: OpenAI-compatible generation plus weight control
-//! (SGLang-style names: `/pause_generation`, `/continue_generation`,
-//! `/update_weights_from_disk`, `/get_weight_version`).
+//! The HTTP routes: OpenAI-compatible generation ([`crate::generate`]) plus
+//! weight control (SGLang-style names: `/pause_generation`,
+//! `/continue_generation`, `/update_weights_from_disk`, `/get_weight_version`).
+//! Every failure, malformed JSON and unknown routes included, is answered in
+//! OpenAI's error shape.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::json;
-use skyrl_model::{ChatMessage, LogprobMode, SampleStream, SamplingParams, Tokenizer};
+use skyrl_model::Tokenizer;
 use tokio::sync::oneshot;
 
+use crate::generate::{chat, completions};
 use crate::worker::{EngineCommand, EngineWorker};
 use skyrl_inference::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequest};
-use skyrl_inference::openai::*;
+use skyrl_inference::openai::{ErrorBody, ErrorDetail};
 
 /// Shared handler state.
 #[derive(Clone)]
@@ -42,29 +47,63 @@ impl AppState {
     }
 }
 
-/// An HTTP error in OpenAI's shape.
-pub struct ApiError(StatusCode, String);
+/// An HTTP error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Debug)]
+pub struct ApiError(pub(crate) StatusCode, pub(crate) String);
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
+impl ApiError {
+    /// The JSON body (also sent as the last event of a failed stream).
+    pub(crate) fn body(&self) -> ErrorBody {
+        let kind = match self.0 {
+            StatusCode::NOT_FOUND => "not_found_error",
+            s if s.is_client_error() => "invalid_request_error",
+            _ => "server_error",
+        };
+        ErrorBody {
             error: ErrorDetail {
-                message: self.1,
-                kind: if self.0.is_client_error() {
-                    "invalid_request_error"
-                } else {
-                    "server_error"
-                }
-                .into(),
+                message: self.1.clone(),
+                kind: kind.into(),
+                param: None,
                 code: self.0.as_u16(),
             },
-        };
-        (self.0, Json(body)).into_response()
+        }
     }
 }
 
-fn bad(msg: impl Into<String>) -> ApiError {
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(self.body())).into_response()
+    }
+}
+
+/// A 400 with `msg`.
+pub(crate) fn bad(msg: impl Into<String>) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.into())
+}
+
+/// A JSON body whose rejections (malformed JSON, missing fields, wrong content
+/// type) are answered in OpenAI's error shape instead of axum's plain text.
+pub(crate) struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+/// Bodies that are not valid JSON or do not fit the request type are 400s
+/// (as in OpenAI and vLLM; axum answers the latter with 422).
+fn json_rejection(r: JsonRejection) -> ApiError {
+    let status = match r.status() {
+        StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+        s => s,
+    };
+    ApiError(status, r.body_text())
 }
 
 /// The router for `state`.
@@ -83,6 +122,9 @@ pub fn router(state: AppState) -> Router {
             "/update_weights_from_distributed",
             post(update_from_distributed),
         )
+        .merge(crate::vllm_routes::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -106,6 +148,17 @@ pub async fn serve(state: AppState, listener: std::net::TcpListener) -> anyhow::
     Ok(())
 }
 
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, format!("no route {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
 async fn health(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(
         json!({"status": "ok", "paused": s.worker.is_paused(), "weight_version": s.worker.weight_version()}),
@@ -113,16 +166,18 @@ async fn health(State(s): State<AppState>) -> Json<serde_json::Value> {
 }
 
 async fn models(State(s): State<AppState>) -> Json<serde_json::Value> {
-    Json(
-        json!({"object": "list", "data": [{"id": s.model_name, "object": "model", "owned_by": "skyrl"}]}),
-    )
+    Json(json!({"object": "list", "data": [{
+        "id": s.model_name, "object": "model", "created": now(), "owned_by": "skyrl",
+        "max_model_len": s.worker.max_model_len(),
+    }]}))
 }
 
 async fn weight_version(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({"weight_version": s.worker.weight_version()}))
 }
 
-async fn ask<T>(
+/// Sends the command `make` builds and waits for its reply.
+pub(crate) async fn ask<T>(
     s: &AppState,
     make: impl FnOnce(oneshot::Sender<T>) -> EngineCommand,
 ) -> Result<T, ApiError> {
@@ -158,7 +213,7 @@ struct DiskUpdate {
 
 async fn update_from_disk(
     State(s): State<AppState>,
-    Json(req): Json<DiskUpdate>,
+    ApiJson(req): ApiJson<DiskUpdate>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let version = ask(&s, |reply| EngineCommand::LoadWeights {
         path: req.model_path,
@@ -171,7 +226,7 @@ async fn update_from_disk(
 
 async fn init_group(
     State(s): State<AppState>,
-    Json(req): Json<InitGroupRequest>,
+    ApiJson(req): ApiJson<InitGroupRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     nccl::check_available().map_err(|e| bad(e.to_string()))?;
     let id = nccl::decode_unique_id(&req.unique_id).map_err(|e| bad(e.to_string()))?;
@@ -195,7 +250,7 @@ async fn init_group(
 
 async fn update_from_distributed(
     State(s): State<AppState>,
-    Json(req): Json<UpdateWeightsRequest>,
+    ApiJson(req): ApiJson<UpdateWeightsRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let n = req.names.len();
     if req.dtypes.len() != n || req.shapes.len() != n {
@@ -272,154 +327,10 @@ fn receive_weights(
     }
 }
 
-fn sampling(f: &SamplingFields, default_max: usize) -> Result<SamplingParams, ApiError> {
-    if f.stream == Some(true) {
-        return Err(bad("stream=true is not supported"));
-    }
-    if f.n.is_some_and(|n| n != 1) {
-        return Err(bad("only n=1 is supported; send the prompt several times"));
-    }
-    let d = SamplingParams::default();
-    let p = SamplingParams {
-        temperature: f.temperature.unwrap_or(d.temperature),
-        top_p: f.top_p.unwrap_or(d.top_p),
-        top_k: f.top_k.unwrap_or(d.top_k),
-        min_p: f.min_p.unwrap_or(d.min_p),
-        max_tokens: f.max_tokens.unwrap_or(default_max),
-        stop: match &f.stop {
-            None => Vec::new(),
-            Some(StopInput::One(s)) => vec![s.clone()],
-            Some(StopInput::Many(v)) => v.clone(),
-        },
-        stop_token_ids: f.stop_token_ids.clone().unwrap_or_default(),
-        ignore_eos: f.ignore_eos.unwrap_or(false),
-        seed: f.seed,
-        logprob_mode: LogprobMode::Raw,
-    };
-    p.validate().map_err(|e| bad(e.to_string()))?;
-    Ok(p)
-}
-
-fn now() -> u64 {
+/// Seconds since the Unix epoch (`created` fields).
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-async fn completions(
-    State(s): State<AppState>,
-    Json(req): Json<CompletionRequest>,
-) -> Result<Json<CompletionResponse>, ApiError> {
-    let params = sampling(&req.sampling, 16)?;
-    let encode = |t: &str| s.tokenizer.encode(t, true).map_err(|e| bad(e.to_string()));
-    let prompts: Vec<Vec<i64>> = match &req.prompt {
-        PromptInput::Text(t) => vec![encode(t)?],
-        PromptInput::Texts(ts) => ts.iter().map(|t| encode(t)).collect::<Result<_, _>>()?,
-        PromptInput::Ids(ids) => vec![ids.clone()],
-        PromptInput::IdsBatch(b) => b.clone(),
-    };
-    let prompt_tokens = prompts.iter().map(Vec::len).sum();
-    let streams = SampleStream::sequence(params.seed, prompts.len());
-    let (outs, version) = ask(&s, |reply| EngineCommand::Generate {
-        prompts: prompts.clone(),
-        streams,
-        params,
-        reply,
-    })
-    .await?
-    .map_err(bad)?;
-    let mut choices = Vec::with_capacity(outs.len());
-    let mut completion_tokens = 0;
-    for (i, (c, prompt)) in outs.into_iter().zip(prompts).enumerate() {
-        completion_tokens += c.token_ids.len();
-        let text = s
-            .tokenizer
-            .decode(&c.token_ids, true)
-            .map_err(|e| bad(e.to_string()))?;
-        let logprobs = match req.logprobs {
-            Some(_) => Some(CompletionLogprobs {
-                tokens: c
-                    .token_ids
-                    .iter()
-                    .map(|t| s.tokenizer.decode(&[*t], false).unwrap_or_default())
-                    .collect(),
-                token_logprobs: c.logprobs.clone(),
-            }),
-            None => None,
-        };
-        choices.push(CompletionChoice {
-            index: i,
-            text,
-            finish_reason: c.stop_reason.as_str().into(),
-            logprobs,
-            token_ids: req.return_token_ids.then(|| c.token_ids.clone()),
-            prompt_token_ids: req.return_token_ids.then_some(prompt),
-        });
-    }
-    Ok(Json(CompletionResponse {
-        id: format!("cmpl-{}", now()),
-        object: "text_completion".into(),
-        created: now(),
-        model: s.model_name.clone(),
-        choices,
-        usage: Usage {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
-        },
-        weight_version: Some(version),
-    }))
-}
-
-async fn chat(
-    State(s): State<AppState>,
-    Json(req): Json<ChatRequest>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let params = sampling(&req.sampling, 1024)?;
-    let messages: Vec<ChatMessage> = req
-        .messages
-        .iter()
-        .map(|m| ChatMessage::new(&m.role, &m.content))
-        .collect();
-    let prompt = s
-        .tokenizer
-        .encode_chat(&messages, true)
-        .map_err(|e| bad(e.to_string()))?;
-    let prompt_tokens = prompt.len();
-    let streams = SampleStream::sequence(params.seed, 1);
-    let (mut outs, version) = ask(&s, |reply| EngineCommand::Generate {
-        prompts: vec![prompt],
-        streams,
-        params,
-        reply,
-    })
-    .await?
-    .map_err(bad)?;
-    let c = outs.remove(0);
-    let text = s
-        .tokenizer
-        .decode(&c.token_ids, true)
-        .map_err(|e| bad(e.to_string()))?;
-    let logprobs = req.logprobs.then(|| {
-        json!({"content": c.token_ids.iter().zip(&c.logprobs).map(|(t, lp)| json!({
-            "token": s.tokenizer.decode(&[*t], false).unwrap_or_default(),
-            "logprob": lp,
-            "top_logprobs": [],
-        })).collect::<Vec<_>>()})
-    });
-    Ok(Json(json!({
-        "id": format!("chatcmpl-{}", now()),
-        "object": "chat.completion",
-        "created": now(),
-        "model": s.model_name,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": c.stop_reason.as_str(),
-            "logprobs": logprobs,
-        }],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": c.token_ids.len(), "total_tokens": prompt_tokens + c.token_ids.len()},
-        "weight_version": version,
-    })))
 }

@@ -1,43 +1,79 @@
-//! The engine thread: owns the model, runs generation and weight updates in
-//! arrival order, and holds generation while paused.
+//! The engine thread: owns the engine and runs it as a continuous-batching
+//! step loop.
 //!
-//! Generation requests that arrive together (within the batching window) with
-//! the same sampling settings are decoded as one batch; every prompt samples
-//! from its own stream, so a request's output does not depend on its company.
+//! Between two engine steps the thread takes every command that arrived:
+//! generation requests join the running batch at once (each with its own
+//! sampling settings; every sequence samples from its own stream, so a
+//! request's output does not depend on its company), and weight loads and
+//! other engine jobs run there, so they never interleave with a step. While
+//! paused no step runs and new requests are held: sequences in flight keep
+//! their KV and continue after resume. With nothing to do the thread blocks on
+//! the command channel.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
 
 use skyrl_model::{
-    BatchRequest, CausalLm, Completion, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
+    CausalLm, Completion, InferenceEngine, LoadOptions, ModelError, SampleStream, SamplingParams,
+    SeqId, SeqRequest, SeqUpdate,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc as tmpsc, oneshot};
 
-/// Reply to a generation request: completions and the weight version that made them.
-pub type GenerateReply = oneshot::Sender<Result<(Vec<Completion>, u64), String>>;
+/// Why a generation request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GenerateError {
+    /// The request itself is bad (prompt too long, token outside the
+    /// vocabulary, ...): a client error.
+    #[error("{0}")]
+    Rejected(String),
+    /// The engine failed while the request was in flight: a server error.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Reply to a generation request: completions (in prompt order) and the
+/// weight version when the request started.
+pub type GenerateReply = oneshot::Sender<Result<(Vec<Completion>, u64), GenerateError>>;
+
+/// What one engine step produced for sequence `index` of a streaming request.
+#[derive(Debug, Clone)]
+pub struct SeqEvent {
+    /// Position of the sequence in the request's `prompts`.
+    pub index: usize,
+    /// New tokens, their log-probs and top alternatives, and the completion
+    /// when the sequence finished.
+    pub update: SeqUpdate,
+}
+
+/// Where a streaming request's per-step output goes.
+pub type EventSender = tmpsc::UnboundedSender<SeqEvent>;
 
 /// What the engine thread can be asked to do.
 pub enum EngineCommand {
     /// Generate one completion per prompt, prompt `i` sampling from `streams[i]`.
+    /// The request joins the running batch at the next step (or after resume).
     Generate {
         prompts: Vec<Vec<i64>>,
         streams: Vec<SampleStream>,
         params: SamplingParams,
+        /// Streaming: every step's new tokens per sequence (dropped when the
+        /// request ends, before `reply` is sent).
+        events: Option<EventSender>,
         reply: GenerateReply,
     },
-    /// Stop starting new generations (queued ones wait).
+    /// Stop admitting requests and stepping (sequences in flight keep their KV).
     Pause { reply: oneshot::Sender<()> },
-    /// Start generating again.
+    /// Step again; held requests join the batch.
     Resume { reply: oneshot::Sender<()> },
-    /// Replace the weights with a Hugging Face checkpoint directory; replies with the new version.
+    /// Replace the weights with a Hugging Face checkpoint directory between two
+    /// steps; replies with the new version.
     LoadWeights {
         path: PathBuf,
         reply: oneshot::Sender<Result<u64, String>>,
     },
-    /// Run `job` on the engine thread with the engine (weight transfers that
+    /// Run `job` on the engine thread between two steps (weight transfers that
     /// need exclusive access, e.g. an NCCL receive); replies with the new
     /// version when `job` changed the weights.
     WithEngine {
@@ -55,30 +91,27 @@ pub struct EngineWorker {
     tx: mpsc::Sender<EngineCommand>,
     version: Arc<AtomicU64>,
     paused: Arc<AtomicBool>,
+    max_num_seqs: usize,
+    max_model_len: usize,
 }
 
-/// How long the engine thread waits for more requests to join a batch.
-pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(3);
-
 impl EngineWorker {
-    /// Moves `engine` onto its own thread with the default batching window.
+    /// Moves `engine` onto its own thread.
     pub fn spawn(engine: InferenceEngine) -> Self {
-        Self::spawn_with_window(engine, DEFAULT_BATCH_WINDOW)
-    }
-
-    /// Moves `engine` onto its own thread; generation requests arriving within
-    /// `window` of the first one join its batch.
-    pub fn spawn_with_window(engine: InferenceEngine, window: Duration) -> Self {
         let (tx, rx) = mpsc::channel();
         let version = Arc::new(AtomicU64::new(0));
         let paused = Arc::new(AtomicBool::new(false));
+        let max_num_seqs = engine.max_batch();
+        let max_model_len = engine.model().config().max_position_embeddings as usize;
         let mut state = WorkerState {
             engine,
             rx,
             held: VecDeque::new(),
+            requests: HashMap::new(),
+            seqs: HashMap::new(),
+            next_request: 0,
             version: version.clone(),
             paused: paused.clone(),
-            window,
         };
         std::thread::Builder::new()
             .name("skyrl-engine".into())
@@ -88,6 +121,8 @@ impl EngineWorker {
             tx,
             version,
             paused,
+            max_num_seqs,
+            max_model_len,
         }
     }
 
@@ -105,23 +140,55 @@ impl EngineWorker {
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
     }
+
+    /// Most sequences the engine runs together (`max_num_seqs`).
+    pub fn max_num_seqs(&self) -> usize {
+        self.max_num_seqs
+    }
+
+    /// The model's context length (prompt plus completion).
+    pub fn max_model_len(&self) -> usize {
+        self.max_model_len
+    }
 }
 
-/// One generation request waiting in a batch.
-struct Pending {
+/// A generation request that has not joined the batch yet (paused).
+struct Held {
     prompts: Vec<Vec<i64>>,
     streams: Vec<SampleStream>,
+    params: SamplingParams,
+    events: Option<EventSender>,
     reply: GenerateReply,
+}
+
+/// A generation request with sequences in the engine.
+struct Active {
+    ids: Vec<SeqId>,
+    done: Vec<Option<Completion>>,
+    left: usize,
+    version: u64,
+    events: Option<EventSender>,
+    reply: GenerateReply,
+}
+
+impl Active {
+    /// Whether the client stopped waiting for the answer.
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed() || self.events.as_ref().is_some_and(|e| e.is_closed())
+    }
 }
 
 struct WorkerState {
     engine: InferenceEngine,
     rx: mpsc::Receiver<EngineCommand>,
-    /// Commands taken off the channel but not run yet, in arrival order.
-    held: VecDeque<EngineCommand>,
+    /// Requests received while paused, in arrival order.
+    held: VecDeque<Held>,
+    requests: HashMap<u64, Active>,
+    /// Each sequence in flight: its request and its position there.
+    seqs: HashMap<SeqId, (u64, usize)>,
+    next_request: u64,
     version: Arc<AtomicU64>,
     paused: Arc<AtomicBool>,
-    window: Duration,
 }
 
 impl WorkerState {
@@ -129,112 +196,204 @@ impl WorkerState {
         self.paused.load(Ordering::SeqCst)
     }
 
-    /// The next command to run: held ones first unless paused.
-    fn next(&mut self) -> Option<EngineCommand> {
-        if !self.paused() {
-            if let Some(c) = self.held.pop_front() {
-                return Some(c);
-            }
-        }
-        self.rx.recv().ok()
+    /// Whether a step would make progress.
+    fn can_step(&self) -> bool {
+        !self.paused() && self.engine.has_unfinished()
     }
 
     fn run(&mut self) {
-        while let Some(cmd) = self.next() {
-            match cmd {
-                EngineCommand::Generate { .. } if self.paused() => self.held.push_back(cmd),
-                EngineCommand::Generate {
-                    prompts,
-                    streams,
-                    params,
-                    reply,
-                } => {
-                    let first = Pending {
-                        prompts,
-                        streams,
-                        reply,
-                    };
-                    let batch = self.gather(first, &params);
-                    self.generate(batch, &params);
+        loop {
+            if !self.can_step() {
+                // Idle (or paused): wait for a command.
+                match self.rx.recv() {
+                    Ok(cmd) => self.handle(cmd),
+                    Err(_) => return,
                 }
-                EngineCommand::Pause { reply } => {
-                    self.paused.store(true, Ordering::SeqCst);
-                    let _ = reply.send(());
-                }
-                EngineCommand::Resume { reply } => {
-                    self.paused.store(false, Ordering::SeqCst);
-                    let _ = reply.send(());
-                }
-                EngineCommand::LoadWeights { path, reply } => {
-                    let _ = reply.send(self.load_weights(&path));
-                }
-                EngineCommand::WithEngine { job, reply } => {
-                    let out = job(&mut self.engine).map(|changed| {
-                        if changed {
-                            self.version.fetch_add(1, Ordering::SeqCst) + 1
-                        } else {
-                            self.version.load(Ordering::SeqCst)
-                        }
-                    });
-                    let _ = reply.send(out);
-                }
+            }
+            // Everything else that arrived joins before the next step.
+            while let Ok(cmd) = self.rx.try_recv() {
+                self.handle(cmd);
+            }
+            self.drop_abandoned();
+            if self.can_step() {
+                self.step();
             }
         }
     }
 
-    /// Collects generation requests with the same settings that are already
-    /// held or arrive within the window, up to the engine's batch size; the
-    /// first other command ends the batch and runs next.
-    fn gather(&mut self, first: Pending, key: &SamplingParams) -> Vec<Pending> {
-        let limit = self.engine.max_batch();
-        let mut size = first.prompts.len();
-        let mut batch = vec![first];
-        let deadline = Instant::now() + self.window;
-        while size < limit {
-            let next = match self.held.pop_front() {
-                Some(c) => c,
-                None => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    match self.rx.recv_timeout(left) {
-                        Ok(c) => c,
-                        Err(_) => break,
+    fn handle(&mut self, cmd: EngineCommand) {
+        match cmd {
+            EngineCommand::Generate {
+                prompts,
+                streams,
+                params,
+                events,
+                reply,
+            } => {
+                let held = Held {
+                    prompts,
+                    streams,
+                    params,
+                    events,
+                    reply,
+                };
+                if self.paused() {
+                    self.held.push_back(held);
+                } else {
+                    self.submit(held);
+                }
+            }
+            EngineCommand::Pause { reply } => {
+                self.paused.store(true, Ordering::SeqCst);
+                let _ = reply.send(());
+            }
+            EngineCommand::Resume { reply } => {
+                self.paused.store(false, Ordering::SeqCst);
+                while let Some(h) = self.held.pop_front() {
+                    self.submit(h);
+                }
+                let _ = reply.send(());
+            }
+            EngineCommand::LoadWeights { path, reply } => {
+                let _ = reply.send(self.load_weights(&path));
+            }
+            EngineCommand::WithEngine { job, reply } => {
+                let out = job(&mut self.engine).map(|changed| {
+                    if changed {
+                        self.version.fetch_add(1, Ordering::SeqCst) + 1
+                    } else {
+                        self.version.load(Ordering::SeqCst)
                     }
-                }
+                });
+                let _ = reply.send(out);
+            }
+        }
+    }
+
+    /// Queues every sequence of a request in the engine; a request with bad
+    /// input is refused as a whole.
+    fn submit(&mut self, h: Held) {
+        if h.reply.is_closed() {
+            return;
+        }
+        if h.prompts.len() != h.streams.len() {
+            let _ = h.reply.send(Err(GenerateError::Rejected(format!(
+                "{} prompts but {} sampling streams",
+                h.prompts.len(),
+                h.streams.len()
+            ))));
+            return;
+        }
+        if h.prompts.is_empty() {
+            let version = self.version.load(Ordering::SeqCst);
+            let _ = h.reply.send(Ok((Vec::new(), version)));
+            return;
+        }
+        let params = Arc::new(h.params);
+        let mut ids = Vec::with_capacity(h.prompts.len());
+        for (prompt, stream) in h.prompts.into_iter().zip(h.streams) {
+            let request = SeqRequest {
+                prompt,
+                stream,
+                params: params.clone(),
             };
-            match next {
-                EngineCommand::Generate {
-                    prompts,
-                    streams,
-                    params,
-                    reply,
-                } if params.batches_with(key) && size + prompts.len() <= limit => {
-                    size += prompts.len();
-                    batch.push(Pending {
-                        prompts,
-                        streams,
-                        reply,
-                    });
-                }
-                other => {
-                    self.held.push_front(other);
-                    break;
+            match self.engine.submit(request) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for id in ids {
+                        self.engine.abort(id);
+                    }
+                    let _ = h.reply.send(Err(reject(e)));
+                    return;
                 }
             }
         }
-        batch
+        let key = self.next_request;
+        self.next_request += 1;
+        for (i, id) in ids.iter().enumerate() {
+            self.seqs.insert(*id, (key, i));
+        }
+        let n = ids.len();
+        self.requests.insert(
+            key,
+            Active {
+                ids,
+                done: vec![None; n],
+                left: n,
+                version: self.version.load(Ordering::SeqCst),
+                events: h.events,
+                reply: h.reply,
+            },
+        );
     }
 
-    fn generate(&mut self, batch: Vec<Pending>, params: &SamplingParams) {
-        let version = self.version.load(Ordering::SeqCst);
-        let requests: Vec<BatchRequest<'_>> = batch
+    /// Aborts the sequences of requests whose client went away.
+    fn drop_abandoned(&mut self) {
+        self.held
+            .retain(|h| !(h.reply.is_closed() || h.events.as_ref().is_some_and(|e| e.is_closed())));
+        let gone: Vec<u64> = self
+            .requests
             .iter()
-            .map(|p| (p.prompts.as_slice(), p.streams.as_slice()))
+            .filter(|(_, r)| r.abandoned())
+            .map(|(k, _)| *k)
             .collect();
-        let outs = self.engine.generate_coalesced(&requests, params);
-        for (p, out) in batch.into_iter().zip(outs) {
-            let _ = p
-                .reply
-                .send(out.map(|c| (c, version)).map_err(|e| e.to_string()));
+        for key in gone {
+            let r = self.requests.remove(&key).expect("listed above");
+            for (id, done) in r.ids.iter().zip(&r.done) {
+                self.seqs.remove(id);
+                if done.is_none() {
+                    self.engine.abort(*id);
+                }
+            }
+            tracing::debug!(sequences = r.ids.len(), "client went away; aborted");
+        }
+    }
+
+    fn step(&mut self) {
+        match self.engine.step() {
+            Ok(updates) => {
+                for u in updates {
+                    self.route(u);
+                }
+            }
+            Err(e) => {
+                // The engine dropped every sequence in flight.
+                let message = format!("generation failed: {e}");
+                tracing::error!("{message}");
+                self.seqs.clear();
+                for (_, r) in self.requests.drain() {
+                    drop(r.events);
+                    let _ = r.reply.send(Err(GenerateError::Failed(message.clone())));
+                }
+            }
+        }
+    }
+
+    /// Hands one sequence's step output to its request; replies once the
+    /// request's last sequence finished.
+    fn route(&mut self, update: SeqUpdate) {
+        let Some(&(key, index)) = self.seqs.get(&update.id) else {
+            return;
+        };
+        let r = self
+            .requests
+            .get_mut(&key)
+            .expect("sequence of a live request");
+        let finished = update.finished.clone();
+        if let Some(events) = &r.events {
+            let _ = events.send(SeqEvent { index, update });
+        }
+        let Some(c) = finished else {
+            return;
+        };
+        self.seqs.remove(&r.ids[index]);
+        r.done[index] = Some(c);
+        r.left -= 1;
+        if r.left == 0 {
+            let r = self.requests.remove(&key).expect("present");
+            drop(r.events);
+            let outs = r.done.into_iter().map(|c| c.expect("finished")).collect();
+            let _ = r.reply.send(Ok((outs, r.version)));
         }
     }
 
@@ -247,5 +406,13 @@ impl WorkerState {
             .and_then(|m| self.engine.model_mut().copy_weights_from(&m))
             .map(|()| self.version.fetch_add(1, Ordering::SeqCst) + 1)
             .map_err(|e| format!("cannot load weights from {}: {e}", path.display()))
+    }
+}
+
+/// A submit failure: bad input is the client's fault, anything else the server's.
+fn reject(e: ModelError) -> GenerateError {
+    match e {
+        ModelError::Input(m) => GenerateError::Rejected(m),
+        other => GenerateError::Failed(other.to_string()),
     }
 }

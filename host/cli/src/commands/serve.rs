@@ -3,14 +3,15 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, Tokenizer};
+use skyrl_inference::engine_settings::gpu_kv_budget;
+use skyrl_model::{CausalLm, EngineSettings, InferenceEngine, LoadOptions, Tokenizer};
 use skyrl_serve::server::{serve_blocking, AppState};
 use skyrl_serve::{EngineWorker, LISTENING_PREFIX};
 
+/// Flags keep vLLM's spelling (`vllm serve`), so launch scripts carry over.
 #[derive(Args)]
 pub struct ServeArgs {
     /// Hugging Face model directory (config, safetensors, tokenizer).
@@ -25,12 +26,71 @@ pub struct ServeArgs {
     /// Model name reported by /v1/models (default: the directory name).
     #[arg(long)]
     served_model_name: Option<String>,
-    /// Most sequences decoded together.
-    #[arg(long, default_value_t = 64)]
+    /// Most sequences running together (also the largest `n` of a request).
+    #[arg(long, default_value_t = skyrl_model::engine::DEFAULT_MAX_BATCH)]
     max_num_seqs: usize,
-    /// Milliseconds the engine waits for more requests to join a decode batch.
-    #[arg(long, default_value_t = 3)]
-    batch_window_ms: u64,
+    /// Most prompt tokens prefilled in one engine step (a longer prompt is
+    /// admitted alone).
+    #[arg(long, default_value_t = EngineSettings::default().max_num_batched_tokens)]
+    max_num_batched_tokens: usize,
+    /// Tokens per KV-cache block.
+    #[arg(long, default_value_t = EngineSettings::default().block_size)]
+    block_size: usize,
+    /// Bytes of KV cache (keys and values of every layer; `8589934592`, `8G`,
+    /// `512MiB`). Default: enough for `--max-num-seqs` sequences of the full
+    /// context, at most 4 GiB. Too small for one full-context sequence is an error.
+    #[arg(long, value_parser = parse_bytes)]
+    kv_cache_memory_bytes: Option<u64>,
+    /// On a GPU without `--kv-cache-memory-bytes`: share of the device memory
+    /// for the weights and the KV cache (the cache gets the rest after the weights).
+    #[arg(long, default_value_t = 0.9)]
+    gpu_memory_utilization: f64,
+    /// Keep the KV of finished requests' prompt blocks for later requests with
+    /// the same prefix (the default; samples of one prompt share it anyway).
+    #[arg(long, overrides_with = "no_enable_prefix_caching")]
+    enable_prefix_caching: bool,
+    /// Turn prefix caching off.
+    #[arg(long, overrides_with = "enable_prefix_caching")]
+    no_enable_prefix_caching: bool,
+}
+
+impl ServeArgs {
+    /// The engine sizing the flags ask for.
+    fn settings(&self) -> EngineSettings {
+        EngineSettings {
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            block_size: self.block_size,
+            kv_cache_bytes: self.kv_cache_memory_bytes,
+            enable_prefix_caching: self.enable_prefix_caching || !self.no_enable_prefix_caching,
+        }
+    }
+}
+
+/// A byte count: digits with an optional `K`/`M`/`G`/`T` (powers of 1000) or
+/// `Ki`/`Mi`/`Gi`/`Ti` (powers of 1024) suffix, `B` allowed after it.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" => 1,
+        "k" => 1_000,
+        "m" => 1_000_000,
+        "g" => 1_000_000_000,
+        "t" => 1_000_000_000_000,
+        "ki" => 1 << 10,
+        "mi" => 1 << 20,
+        "gi" => 1 << 30,
+        "ti" => 1 << 40,
+        _ => return Err(format!("`{text}` is not a byte count (e.g. 8G, 512MiB)")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}` is not a byte count (e.g. 8G, 512MiB)"))
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -41,8 +101,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let model = CausalLm::from_pretrained(&args.model, &options)
         .with_context(|| format!("cannot load the model from {}", args.model.display()))?;
     let tokenizer = Tokenizer::from_dir(&args.model)?;
+    let mut settings = args.settings();
+    if settings.kv_cache_bytes.is_none() {
+        settings.kv_cache_bytes = gpu_kv_budget(&model, args.gpu_memory_utilization)?;
+    }
     let engine = InferenceEngine::new(model, Some(Tokenizer::from_dir(&args.model)?))
-        .with_max_batch(args.max_num_seqs);
+        .with_settings(settings)
+        .context("bad engine settings")?;
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("`{}:{}` is not a socket address", args.host, args.port))?;
@@ -52,11 +117,25 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "skyrl".into())
     });
-    let worker =
-        EngineWorker::spawn_with_window(engine, Duration::from_millis(args.batch_window_ms));
+    let worker = EngineWorker::spawn(engine);
     let state = AppState::new(worker, tokenizer, model_name);
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     println!("{LISTENING_PREFIX}{}", listener.local_addr()?);
     std::io::stdout().flush()?;
     serve_blocking(state, listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_take_decimal_and_binary_units() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("8G"), Ok(8_000_000_000));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("2gi"), Ok(2 << 30));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("1.5G").is_err());
+    }
 }

@@ -199,7 +199,9 @@ impl NcclGroup {
                 tensor.device()
             )));
         }
-        dtype_name(tensor.kind())?;
+        if tensor.kind() != Kind::Uint8 {
+            dtype_name(tensor.kind())?;
+        }
         #[cfg(not(feature = "cuda"))]
         {
             let _ = root;
@@ -208,6 +210,21 @@ impl NcclGroup {
         #[cfg(feature = "cuda")]
         {
             self.comm.broadcast(tensor, root, self.device)
+        }
+    }
+
+    /// vLLM's `PyNcclCommunicator` warm-up, which every member of a group made
+    /// by its rendezvous must join right after joining: a sum all-reduce of
+    /// one float32 zero.
+    pub fn warm_up(&self) -> Result<(), NcclError> {
+        #[cfg(not(feature = "cuda"))]
+        {
+            Err(err(NO_FEATURE))
+        }
+        #[cfg(feature = "cuda")]
+        {
+            let mut t = Tensor::zeros([1], (Kind::Float, tch::Device::Cuda(self.device)));
+            self.comm.all_reduce_sum(&mut t, self.device)
         }
     }
 }
@@ -279,6 +296,7 @@ mod imp {
                 Kind::Float => sys::ncclDataType_t::ncclFloat32,
                 Kind::Half => sys::ncclDataType_t::ncclFloat16,
                 Kind::BFloat16 => sys::ncclDataType_t::ncclBfloat16,
+                Kind::Uint8 => sys::ncclDataType_t::ncclUint8,
                 other => return Err(err(format!("cannot broadcast {other:?}"))),
             };
             let count = tensor.numel();
@@ -291,6 +309,31 @@ mod imp {
                 result::broadcast(ptr, ptr, count, dtype, root, self.0, std::ptr::null_mut())
             }
             .map_err(|e| err(format!("ncclBroadcast: {e:?}")))?;
+            tch::Cuda::synchronize(device as i64);
+            Ok(())
+        }
+
+        /// In-place sum all-reduce of a contiguous float32 tensor on `device`.
+        pub fn all_reduce_sum(&self, tensor: &mut Tensor, device: usize) -> Result<(), NcclError> {
+            if tensor.kind() != Kind::Float {
+                return Err(err("all_reduce_sum takes float32 tensors"));
+            }
+            let count = tensor.numel();
+            let ptr = tensor.data_ptr();
+            // SAFETY: as in `broadcast`: `count` contiguous float32 elements on
+            // this member's device, synchronised before returning.
+            unsafe {
+                result::all_reduce(
+                    ptr,
+                    ptr,
+                    count,
+                    sys::ncclDataType_t::ncclFloat32,
+                    sys::ncclRedOp_t::ncclSum,
+                    self.0,
+                    std::ptr::null_mut(),
+                )
+            }
+            .map_err(|e| err(format!("ncclAllReduce: {e:?}")))?;
             tch::Cuda::synchronize(device as i64);
             Ok(())
         }

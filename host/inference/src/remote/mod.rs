@@ -3,7 +3,8 @@
 //! least-in-flight load balancing, sticky sessions (every turn of a trajectory
 //! goes to the same server, so its prefix cache is reused), retries with
 //! exponential backoff on connection errors, timeouts and 5xx/429, failover to
-//! another server, and the weight-control endpoints on every server.
+//! another server, and the weight-control endpoints on every server, in the
+//! [`ControlProtocol`] the servers speak.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -36,6 +37,24 @@ pub struct RemoteEnginesConfig {
     pub cooldown: Duration,
     /// Bearer token for servers started with `--api-key`.
     pub api_key: Option<String>,
+    /// The control endpoints the servers offer.
+    pub protocol: ControlProtocol,
+}
+
+/// Which control endpoints (pause, weight loads, NCCL sync, sleep) a fleet
+/// speaks; generation (`/v1/completions`) is the same for all. `skyrl serve`
+/// answers both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ControlProtocol {
+    /// SGLang's names: `/pause_generation`, `/continue_generation`,
+    /// `/update_weights_from_disk`, `/init_weights_update_group`,
+    /// `/update_weights_from_distributed`, `/get_weight_version`.
+    #[default]
+    Sglang,
+    /// vLLM's RLHF endpoints (`VLLM_SERVER_DEV_MODE=1`) as SkyRL drives them:
+    /// `/pause`, `/resume`, `/get_world_size`, `/init_weight_transfer_engine`,
+    /// `/update_weights`, `/collective_rpc`, `/reset_prefix_cache`.
+    Vllm,
 }
 
 impl RemoteEnginesConfig {
@@ -49,6 +68,7 @@ impl RemoteEnginesConfig {
             retry_backoff: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
             api_key: None,
+            protocol: ControlProtocol::Sglang,
         }
     }
 }
@@ -199,6 +219,11 @@ impl RemoteEngines {
     /// Always false (a client has at least one server).
     pub fn is_empty(&self) -> bool {
         self.endpoints.is_empty()
+    }
+
+    /// The control protocol the servers speak.
+    pub fn protocol(&self) -> ControlProtocol {
+        self.cfg.protocol
     }
 
     /// Base URLs of the servers.
@@ -426,6 +451,9 @@ impl RemoteEngines {
             logprobs,
             stop_reason,
             stop_match: None,
+            top_logprobs: Vec::new(),
+            prompt_logprobs: None,
+            cached_prompt_tokens: 0,
         })
     }
 }

@@ -1,5 +1,7 @@
 //! Checkpoint-and-load weight sync: safetensors written where every server
-//! can read them, then pause, `/update_weights_from_disk`, resume.
+//! can read them, then pause, a reload from that directory
+//! (`/update_weights_from_disk`, or vLLM's `/collective_rpc reload_weights`),
+//! resume.
 
 use std::path::{Path, PathBuf};
 

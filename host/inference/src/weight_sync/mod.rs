@@ -1,7 +1,7 @@
 //! Getting trained weights into the inference engines after each step:
 //! an in-process copy (colocated), a safetensors checkpoint every server
-//! reloads (`/update_weights_from_disk`, [`checkpoint`]), or an NCCL
-//! broadcast ([`nccl`]).
+//! reloads ([`checkpoint`]), or an NCCL broadcast ([`nccl`]), each in the
+//! servers' control protocol (SGLang-style or vLLM).
 
 use std::path::PathBuf;
 use std::time::Instant;

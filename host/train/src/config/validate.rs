@@ -128,6 +128,19 @@ impl SkyrlConfig {
             e.push("trainer.policy.model: set only one of `path` and `init`".into());
         }
 
+        // built-in engine arguments
+        let ie = &g.inference_engine;
+        if ie.backend == "tch" {
+            use skyrl_inference::engine_settings::BUILTIN_ENGINE_KWARGS;
+            for k in ie.engine_init_kwargs.keys() {
+                if !BUILTIN_ENGINE_KWARGS.contains(&k.as_str()) {
+                    e.push(format!(
+                        "generator.inference_engine.engine_init_kwargs.{k} is not read by the built-in engine (backend `tch`); it reads {BUILTIN_ENGINE_KWARGS:?}"
+                    ));
+                }
+            }
+        }
+
         // distribution
         if let Err(msg) = super::Strategy::parse(&t.strategy) {
             e.push(msg);
