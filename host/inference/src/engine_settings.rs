@@ -63,8 +63,10 @@ pub fn builtin_engine_settings(
     Ok(settings)
 }
 
-/// On a GPU: `utilization` of the device's memory minus `model`'s weights
-/// (vLLM's `gpu_memory_utilization`); `None` on the CPU.
+/// On a GPU, the KV pool's bytes: half of what `utilization` of the device's
+/// memory leaves after `model`'s weights (vLLM's `gpu_memory_utilization`);
+/// the other half is for the decode rows' contiguous copy of the running
+/// sequences' KV and for activations. `None` on the CPU.
 pub fn gpu_kv_budget(model: &CausalLm, utilization: f64) -> Result<Option<u64>> {
     let tch::Device::Cuda(index) = model.device() else {
         return Ok(None);
@@ -75,7 +77,7 @@ pub fn gpu_kv_budget(model: &CausalLm, utilization: f64) -> Result<Option<u64>> 
     let total = cuda_total_bytes(index)?;
     let weights = model.num_parameters() as u64 * model.kind().elt_size_in_bytes() as u64;
     Ok(Some(
-        ((total as f64 * utilization) as u64).saturating_sub(weights),
+        ((total as f64 * utilization) as u64).saturating_sub(weights) / 2,
     ))
 }
 

@@ -37,6 +37,8 @@ pub struct StreamOptions {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct SamplingFields {
     pub max_tokens: Option<usize>,
+    /// vLLM: fewest new tokens (stop tokens and strings wait until then).
+    pub min_tokens: Option<usize>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub top_k: Option<i64>,

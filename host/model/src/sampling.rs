@@ -36,6 +36,10 @@ pub struct SamplingParams {
     pub min_p: f64,
     /// Most new tokens per sequence.
     pub max_tokens: usize,
+    /// vLLM: fewest new tokens; until then stop tokens (EOS and
+    /// `stop_token_ids`) cannot be sampled and stop strings do not end the
+    /// sequence.
+    pub min_tokens: usize,
     /// Stop when the decoded completion contains one of these (needs a tokenizer).
     pub stop: Vec<String>,
     /// Extra token ids that end a sequence (EOS ids are always included unless `ignore_eos`).
@@ -72,6 +76,7 @@ impl Default for SamplingParams {
             top_k: -1,
             min_p: 0.0,
             max_tokens: 1024,
+            min_tokens: 0,
             stop: Vec::new(),
             stop_token_ids: Vec::new(),
             ignore_eos: false,
@@ -127,6 +132,12 @@ impl SamplingParams {
         }
         if !(0.0..=1.0).contains(&self.min_p) {
             return bad(format!("min_p must be in [0, 1], got {}", self.min_p));
+        }
+        if self.min_tokens > self.max_tokens {
+            return bad(format!(
+                "min_tokens ({}) must not exceed max_tokens ({})",
+                self.min_tokens, self.max_tokens
+            ));
         }
         if self.stop.iter().any(String::is_empty) {
             return bad("stop strings must not be empty".into());
@@ -228,6 +239,8 @@ pub struct Completion {
 pub struct PromptTokenLogprob {
     pub token: i64,
     pub logprob: f32,
+    /// 1 + the number of tokens more likely than this one (vLLM's rank).
+    pub rank: usize,
     /// The most likely `(token, log-prob)` pairs at this position.
     pub top: Vec<(i64, f32)>,
 }

@@ -45,6 +45,11 @@ pub fn generate_with_streams(
     max_batch: usize,
 ) -> Result<Vec<Completion>> {
     params.validate()?;
+    if params.min_tokens > 0 || params.has_penalties() {
+        return Err(ModelError::Input(
+            "min_tokens and penalties need the paged engine (InferenceEngine)".into(),
+        ));
+    }
     if streams.len() != prompts.len() {
         return Err(ModelError::Input(format!(
             "{} prompts but {} sampling streams",

@@ -231,6 +231,58 @@ fn sequences_join_and_leave_the_running_batch() {
     assert_eq!(finished_at[&long], 29);
 }
 
+/// The decode rows' contiguous cache is carried over, regathered and grown as
+/// sequences of different lengths join and leave; greedy output stays that of
+/// each prompt decoded alone by the static engine.
+#[test]
+fn decode_rows_survive_joins_leaves_and_growth() {
+    let (tmp, model, tokenizer) = setup();
+    let engine = engine(&model, &tmp, settings(4, 1 << 14, &model));
+    let prompts = prompts(&tokenizer);
+    let max_tokens = [150, 20, 140, 60, 300];
+    let join_at = [0, 0, 3, 10, 25];
+    let greedy = |n| SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(n)
+    };
+    let mut ids = vec![None; prompts.len()];
+    let mut done = std::collections::HashMap::new();
+    for step in 0.. {
+        for (i, prompt) in prompts.iter().enumerate() {
+            if join_at[i] == step {
+                let request = SeqRequest {
+                    prompt: prompt.clone(),
+                    stream: SampleStream { seed: 1, index: 0 },
+                    params: Arc::new(greedy(max_tokens[i])),
+                };
+                ids[i] = Some(engine.submit(request).unwrap());
+            }
+        }
+        for u in engine.step().unwrap() {
+            if let Some(c) = u.finished {
+                done.insert(u.id, c);
+            }
+        }
+        if step > join_at[4] && !engine.has_unfinished() {
+            break;
+        }
+    }
+    for (i, prompt) in prompts.iter().enumerate() {
+        let alone = generate_with_streams(
+            &model,
+            Some(&tokenizer),
+            std::slice::from_ref(prompt),
+            &SampleStream::sequence(Some(1), 1),
+            &greedy(max_tokens[i]),
+            1,
+        )
+        .unwrap();
+        let got = &done[&ids[i].unwrap()];
+        assert_eq!(got.token_ids, alone[0].token_ids, "prompt {i}");
+        assert_logprobs_close(std::slice::from_ref(got), &alone);
+    }
+}
+
 #[test]
 fn penalties_and_logprob_reports() {
     let (tmp, model, tokenizer) = setup();

@@ -40,7 +40,7 @@ pub(crate) type Outcome = (Vec<Completion>, u64);
 
 impl Plan {
     /// Reads the sampling fields; `max_tokens` applies when the request names none.
-    fn new(
+    pub(crate) fn new(
         s: &AppState,
         prompts: Vec<Vec<i64>>,
         f: &SamplingFields,
@@ -69,6 +69,7 @@ impl Plan {
             top_k: f.top_k.unwrap_or(d.top_k),
             min_p: f.min_p.unwrap_or(d.min_p),
             max_tokens: f.max_tokens.unwrap_or(max_tokens),
+            min_tokens: f.min_tokens.unwrap_or(0),
             stop: match &f.stop {
                 None => Vec::new(),
                 Some(StopInput::One(s)) => vec![s.clone()],
@@ -94,7 +95,7 @@ impl Plan {
         })
     }
 
-    fn validate(&self) -> Result<(), ApiError> {
+    pub(crate) fn validate(&self) -> Result<(), ApiError> {
         self.params.validate().map_err(|e| bad(e.to_string()))
     }
 
@@ -163,7 +164,7 @@ impl Plan {
     }
 
     /// Runs the request to the end.
-    async fn run(&self, s: &AppState) -> Result<Outcome, ApiError> {
+    pub(crate) async fn run(&self, s: &AppState) -> Result<Outcome, ApiError> {
         let rx = self.send(s, None)?;
         rx.await.map_err(|_| engine_gone())?.map_err(generate_error)
     }
@@ -207,7 +208,7 @@ pub(crate) fn generate_error(e: GenerateError) -> ApiError {
 }
 
 /// Refuses a `model` other than the served one, as OpenAI does (404).
-fn check_model(s: &AppState, model: Option<&str>) -> Result<(), ApiError> {
+pub(crate) fn check_model(s: &AppState, model: Option<&str>) -> Result<(), ApiError> {
     match model {
         Some(m) if m != s.model_name => Err(ApiError(
             StatusCode::NOT_FOUND,

@@ -9,6 +9,7 @@ mod generate;
 pub mod server;
 mod sse;
 mod text;
+mod token_generate;
 pub mod vllm_routes;
 mod worker;
 

@@ -113,6 +113,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
+        .route(
+            "/inference/v1/generate",
+            post(crate::token_generate::generate),
+        )
         .route("/pause_generation", post(pause))
         .route("/continue_generation", post(resume))
         .route("/update_weights_from_disk", post(update_from_disk))

@@ -371,3 +371,132 @@ fn skyrl_serve_answers_the_vllm_protocol() {
     );
     assert_eq!(status, 400);
 }
+
+/// `/inference/v1/generate` with the payloads SkyRL's `RemoteInferenceClient`
+/// sends (`_generate_single` with `get_vllm_sampling_params`, and Tinker's
+/// `sample`), read back the way that client reads them.
+#[test]
+fn skyrl_serve_answers_skyrl_token_generation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a");
+    init_tiny_model(Arch::Qwen2, TinySize::Tiny, &dir, 3).unwrap();
+    let url = serve(&dir);
+    let tok = Tokenizer::from_dir(&dir).unwrap();
+    let local = InferenceEngine::new(
+        CausalLm::from_pretrained(&dir, &cpu()).unwrap(),
+        Some(Tokenizer::from_dir(&dir).unwrap()),
+    );
+    let prompt = tok.encode("Q: 2+3=", false).unwrap();
+    let generate = |body: Value| post(&url, "/inference/v1/generate", body);
+
+    // Rollouts: greedy, as the generator sends them.
+    let (status, r) = generate(json!({
+        "sampling_params": {"min_tokens": 1, "skip_special_tokens": true,
+            "include_stop_str_in_output": true, "max_tokens": 6, "temperature": 0.0,
+            "top_p": 1.0, "top_k": -1, "min_p": 0.0, "logprobs": 0, "stop": null,
+            "ignore_eos": true},
+        "model": "tiny",
+        "token_ids": prompt,
+    }));
+    assert_eq!(status, 200, "{r}");
+    let want = local
+        .generate(
+            std::slice::from_ref(&prompt),
+            &SamplingParams {
+                ignore_eos: true,
+                min_tokens: 1,
+                ..SamplingParams::greedy(6)
+            },
+        )
+        .unwrap();
+    let choice = &r["choices"][0];
+    assert_eq!(choice["token_ids"], json!(want[0].token_ids));
+    assert_eq!(choice["finish_reason"], "length");
+    let content = choice["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 6);
+    for (entry, (&id, &lp)) in content
+        .iter()
+        .zip(want[0].token_ids.iter().zip(&want[0].logprobs))
+    {
+        assert_eq!(entry["token"], format!("token_id:{id}"));
+        assert!((entry["logprob"].as_f64().unwrap() - lp as f64).abs() < 1e-4);
+        // logprobs = 0: the sampled token alone, as vLLM answers.
+        assert_eq!(entry["top_logprobs"].as_array().unwrap().len(), 1);
+    }
+    assert!(r["request_id"].is_string());
+
+    // Tinker sampling: n samples with prompt log-probs.
+    let (status, r) = generate(json!({
+        "sampling_params": {"n": 3, "logprobs": 0, "output_kind": 2, "prompt_logprobs": 2,
+            "max_tokens": 4, "temperature": 1.0, "seed": 5},
+        "model": "tiny",
+        "token_ids": prompt,
+    }));
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["choices"].as_array().unwrap().len(), 3);
+    let maps = r["prompt_logprobs"].as_array().unwrap();
+    assert_eq!(maps.len(), prompt.len());
+    assert!(maps[0].is_null());
+    for (map, &id) in maps[1..].iter().zip(&prompt[1..]) {
+        let map = map.as_object().unwrap();
+        assert!((2..=3).contains(&map.len()), "{map:?}");
+        let own = &map[&id.to_string()];
+        assert!(own["rank"].as_u64().unwrap() >= 1);
+        let best = map
+            .values()
+            .find(|v| v["rank"] == 1)
+            .expect("the most likely token");
+        assert!(best["logprob"].as_f64() >= own["logprob"].as_f64());
+    }
+
+    // min_tokens holds back stop tokens: make greedy's first token a stop token.
+    let first = want[0].token_ids[0];
+    let with_min = |min_tokens: usize| {
+        let (status, r) = generate(json!({
+            "sampling_params": {"max_tokens": 4, "temperature": 0.0, "ignore_eos": true,
+                "stop_token_ids": [first], "min_tokens": min_tokens},
+            "token_ids": prompt,
+        }));
+        assert_eq!(status, 200, "{r}");
+        r["choices"][0].clone()
+    };
+    let stopped = with_min(0);
+    assert_eq!(stopped["token_ids"], json!([first]));
+    assert_eq!(stopped["finish_reason"], "stop");
+    let held = with_min(2);
+    let ids = held["token_ids"].as_array().unwrap();
+    assert!(ids.len() >= 2 && ids[0] != json!(first), "{held}");
+
+    // What this engine cannot honour is refused by name.
+    for (body, needle) in [
+        (
+            json!({"token_ids": prompt, "sampling_params": {"structured_outputs": {"json": {}}}}),
+            "structured_outputs",
+        ),
+        (
+            json!({"token_ids": prompt, "sampling_params": {"bogus": 1}}),
+            "bogus",
+        ),
+        (
+            json!({"token_ids": prompt, "sampling_params": {}, "features": {"mm_hashes": {}}}),
+            "features",
+        ),
+        (
+            json!({"token_ids": prompt, "sampling_params": {"logprobs": -1}}),
+            "logprobs",
+        ),
+        (
+            json!({"token_ids": prompt, "sampling_params": {"min_tokens": 9, "max_tokens": 2}}),
+            "min_tokens",
+        ),
+        (
+            json!({"token_ids": prompt, "sampling_params": {}, "model": "other"}),
+            "other",
+        ),
+    ] {
+        let (status, e) = generate(body);
+        assert!(status == 400 || status == 404, "{status} {e}");
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{msg}");
+    }
+}

@@ -42,7 +42,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_bytes)]
     kv_cache_memory_bytes: Option<u64>,
     /// On a GPU without `--kv-cache-memory-bytes`: share of the device memory
-    /// for the weights and the KV cache (the cache gets the rest after the weights).
+    /// for the weights, KV and activations (the KV pool gets half of what the
+    /// weights leave; the rest holds the decode batch's contiguous KV copy).
     #[arg(long, default_value_t = 0.9)]
     gpu_memory_utilization: f64,
     /// Keep the KV of finished requests' prompt blocks for later requests with

@@ -47,6 +47,21 @@ impl KvPool {
         self.block_size
     }
 
+    /// Per layer, keys `[slots, Hkv, D]`.
+    pub fn keys(&self) -> &[Tensor] {
+        &self.keys
+    }
+
+    /// Per layer, values `[slots, Hkv, D]`.
+    pub fn values(&self) -> &[Tensor] {
+        &self.values
+    }
+
+    /// Where the pool lives.
+    pub fn device(&self) -> tch::Device {
+        self.keys[0].device()
+    }
+
     /// Copies block `src` into block `dst` in every layer (copy-on-write of a
     /// shared partial block).
     pub fn copy_block(&mut self, src: usize, dst: usize) {

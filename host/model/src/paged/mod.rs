@@ -11,10 +11,16 @@
 //!   one token for every running sequence; finished ones leave at once. When
 //!   the pool runs dry the newest running sequence is preempted and later
 //!   recomputed ([`scheduler`]).
+//! - Decode steps attend over a contiguous per-row copy of the running
+//!   sequences' KV ([`rows`]), rebuilt from the pool only when the batch
+//!   changes: without a paged-attention kernel, gathering every row's blocks
+//!   on every step would cost as much as attention itself. The copy costs up
+//!   to the running sequences' KV again in memory, outside the pool budget.
 
 mod blocks;
 mod forward;
 mod kv;
+mod rows;
 mod sampler;
 mod scheduler;
 mod sequence;

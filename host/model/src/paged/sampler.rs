@@ -45,7 +45,9 @@ pub fn sample_rows(rows: &[Row<'_>], uniforms: &[f64]) -> Vec<Sampled> {
             &group.iter().map(|&i| rows[i].logits).collect::<Vec<_>>(),
             0,
         );
-        let penalised = group.iter().any(|&i| rows[i].seq.params.has_penalties());
+        let penalised = group
+            .iter()
+            .any(|&i| rows[i].seq.params.has_penalties() || rows[i].seq.holds_stop_tokens());
         let processed = if penalised {
             let p = raw.copy();
             for (r, &i) in group.iter().enumerate() {
@@ -100,12 +102,27 @@ pub fn top_k_rows(logp: &Tensor, k: i64) -> Vec<Vec<(i64, f32)>> {
 }
 
 /// Repetition penalty (vLLM / HF: over prompt and output tokens), then
-/// frequency and presence penalties (OpenAI: over output tokens), in place on
-/// one row of logits `[V]`.
+/// frequency and presence penalties (OpenAI: over output tokens), then, before
+/// `min_tokens`, stop tokens masked out (vLLM's min-tokens processor); in place
+/// on one row of logits `[V]`.
 fn apply_penalties(row: &Tensor, seq: &Sequence) {
     let p = &seq.params;
     let device = row.device();
     let mut row = row.shallow_clone();
+    if seq.holds_stop_tokens() {
+        let vocab = row.size()[0];
+        let ids: Vec<i64> = seq
+            .stop_ids
+            .iter()
+            .copied()
+            .filter(|&t| (0..vocab).contains(&t))
+            .collect();
+        let _ = row.index_fill_(
+            0,
+            &Tensor::from_slice(&ids).to_device(device),
+            f64::NEG_INFINITY,
+        );
+    }
     if p.repetition_penalty != 1.0 {
         let mut seen: Vec<i64> = seq.prompt.iter().chain(&seq.output).copied().collect();
         seen.sort_unstable();

@@ -9,6 +9,7 @@ use tch::Tensor;
 use super::blocks::{chain_hash, BlockAllocator};
 use super::forward::{forward_chunks, Chunk};
 use super::kv::KvPool;
+use super::rows::{forward_decode, DecodeRow, RowCache};
 use super::sampler::{sample_rows, Row};
 use super::sequence::Sequence;
 use super::{EngineSettings, EngineStats, SeqId, SeqRequest, SeqUpdate};
@@ -22,6 +23,8 @@ use crate::tokenizer::Tokenizer;
 struct Pool {
     kv: KvPool,
     blocks: BlockAllocator,
+    /// The decode rows' keys and values, contiguous.
+    rows: RowCache,
 }
 
 /// Sequences in flight and the block pool (see the [module docs](super)).
@@ -194,6 +197,7 @@ impl Core {
             self.pool = Some(Pool {
                 kv: KvPool::new(model, n, self.settings.block_size),
                 blocks: BlockAllocator::new(n),
+                rows: RowCache::default(),
             });
             self.stats.kv_blocks_total = n - 1;
         }
@@ -233,20 +237,21 @@ impl Core {
         let mut rows: Vec<(usize, Tensor)> = Vec::new();
         // Decode: one token for every sequence that was running before this step.
         if decoding > 0 {
-            let pool = &self.pool.as_ref().expect("pool allocated").kv;
-            let chunks: Vec<Chunk<'_>> = self.running[..decoding]
+            let pool = self.pool.as_mut().expect("pool allocated");
+            let decode_rows: Vec<DecodeRow<'_>> = self.running[..decoding]
                 .iter()
-                .map(|seq| Chunk {
-                    tokens: vec![seq.token_at(seq.computed)],
-                    start: seq.computed,
+                .map(|seq| DecodeRow {
+                    id: seq.id,
+                    token: seq.token_at(seq.computed),
+                    position: seq.computed,
                     blocks: &seq.blocks,
-                    all_logits: false,
                 })
                 .collect();
-            let out = forward_chunks(model, pool, &chunks);
+            let logits = forward_decode(model, &pool.kv, &mut pool.rows, &decode_rows);
+            drop(decode_rows);
             for i in 0..decoding {
                 self.running[i].computed += 1;
-                rows.push((i, out.last.get(i as i64)));
+                rows.push((i, logits.get(i as i64)));
             }
             self.stats.decode_tokens += decoding as u64;
         }
@@ -332,6 +337,10 @@ impl Core {
     /// (prompt and the tokens generated so far) when admitted again.
     fn preempt(&mut self, mut seq: Sequence) {
         self.release(&seq);
+        if let Some(p) = &mut self.pool {
+            // Its recomputed KV must not be mistaken for the row it had.
+            p.rows.clear();
+        }
         seq.blocks.clear();
         seq.block_hashes.clear();
         seq.computed = 0;
@@ -545,20 +554,28 @@ fn prompt_logprobs(seq: &Sequence, all: &Tensor) -> Vec<PromptTokenLogprob> {
     let targets = Tensor::from_slice(&seq.prompt[1..])
         .to_device(logp.device())
         .unsqueeze(-1);
-    let chosen = Vec::<f32>::try_from(
-        logp.gather(-1, &targets, false)
-            .squeeze_dim(-1)
-            .to_device(tch::Device::Cpu),
+    let chosen_t = logp.gather(-1, &targets, false);
+    // vLLM's rank: 1 + the tokens more likely than the prompt's.
+    let ranks = Vec::<i64>::try_from(
+        (logp
+            .gt_tensor(&chosen_t)
+            .sum_dim_intlist(-1, false, tch::Kind::Int64)
+            + 1)
+        .to_device(tch::Device::Cpu),
     )
     .unwrap_or_default();
+    let chosen = Vec::<f32>::try_from(chosen_t.squeeze_dim(-1).to_device(tch::Device::Cpu))
+        .unwrap_or_default();
     let top = super::sampler::top_k_rows(&logp, k);
     seq.prompt[1..]
         .iter()
         .zip(chosen)
+        .zip(ranks)
         .zip(top)
-        .map(|((&token, logprob), top)| PromptTokenLogprob {
+        .map(|(((&token, logprob), rank), top)| PromptTokenLogprob {
             token,
             logprob,
+            rank: rank as usize,
             top,
         })
         .collect()

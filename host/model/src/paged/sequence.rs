@@ -59,6 +59,11 @@ impl Sequence {
         }
     }
 
+    /// Whether stop tokens must not be sampled yet (`min_tokens`).
+    pub fn holds_stop_tokens(&self) -> bool {
+        self.output.len() < self.params.min_tokens && !self.stop_ids.is_empty()
+    }
+
     /// Whether the next forward must compute logits of every new position.
     pub fn wants_prompt_logprobs(&self) -> bool {
         self.params.prompt_logprobs.is_some() && self.prompt_logprobs.is_none()
@@ -89,10 +94,11 @@ impl Sequence {
         context: usize,
     ) -> Result<Option<(StopReason, Option<StopMatch>)>> {
         let last = *self.output.last().expect("a token was just pushed");
-        if self.stop_ids.contains(&last) {
+        let early = self.output.len() < self.params.min_tokens;
+        if self.stop_ids.contains(&last) && !early {
             return Ok(Some((StopReason::Stop, Some(StopMatch::Token(last)))));
         }
-        if !self.params.stop.is_empty() {
+        if !self.params.stop.is_empty() && !early {
             let tokenizer = tokenizer.expect("checked at submit");
             let text = tokenizer.decode(&self.output, true)?;
             if let Some(s) = self.params.stop.iter().find(|s| text.contains(s.as_str())) {
