@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Result;
-use skyrl_model::{Completion, InferenceEngine, SampleStream, SamplingParams};
+use skyrl_model::{Completion, EngineStats, InferenceEngine, SampleStream, SamplingParams};
 
 use crate::launcher::LocalServers;
 use crate::local::LocalEngine;
@@ -99,6 +99,15 @@ impl RolloutEngine {
     pub fn end_sessions(&self, prefix: &str) {
         if let Some(client) = self.remote_client() {
             client.forget_sessions(prefix);
+        }
+    }
+
+    /// The in-process engine's counters (prefill shared or cached,
+    /// preemptions, KV use); `None` for remote engines.
+    pub fn engine_stats(&self) -> Option<EngineStats> {
+        match &self.backend {
+            EngineBackend::Local(engine) => Some(engine.stats()),
+            EngineBackend::Remote { .. } => None,
         }
     }
 

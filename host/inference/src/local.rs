@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
-use skyrl_model::{Completion, InferenceEngine, SampleStream, SamplingParams, SeqId, SeqRequest};
+use skyrl_model::{
+    Completion, EngineStats, InferenceEngine, SampleStream, SamplingParams, SeqId, SeqRequest,
+};
 use tokio::sync::oneshot;
 
 type Reply = oneshot::Sender<std::result::Result<(Vec<Completion>, u64), String>>;
@@ -45,6 +47,8 @@ pub struct LocalEngine {
     pending: Mutex<Vec<Pending>>,
     routes: Mutex<Routes>,
     busy_periods: AtomicU64,
+    /// The engine's counters after its last step.
+    stats: Mutex<EngineStats>,
 }
 
 impl LocalEngine {
@@ -55,6 +59,7 @@ impl LocalEngine {
             pending: Mutex::new(Vec::new()),
             routes: Mutex::new(Routes::default()),
             busy_periods: AtomicU64::new(0),
+            stats: Mutex::new(EngineStats::default()),
         }
     }
 
@@ -62,6 +67,11 @@ impl LocalEngine {
     /// batch count once).
     pub fn busy_periods(&self) -> u64 {
         self.busy_periods.load(Ordering::SeqCst)
+    }
+
+    /// The engine's counters after its last step (read without waiting for it).
+    pub fn stats(&self) -> EngineStats {
+        self.stats.lock().expect("stats lock").clone()
     }
 
     /// Exclusive access from a thread outside the runtime (weight sync).
@@ -117,7 +127,9 @@ impl LocalEngine {
         if !engine.has_unfinished() {
             return;
         }
-        match engine.step() {
+        let stepped = engine.step();
+        *self.stats.lock().expect("stats lock") = engine.stats();
+        match stepped {
             Ok(updates) => {
                 for u in updates {
                     if let Some(c) = u.finished {

@@ -119,6 +119,14 @@ fn two_steps_have_finite_metrics_and_write_checkpoints() {
         assert!(m["grad_norm"] > 0.0, "no gradient flowed");
         assert!((0.0..=1.0).contains(&m["reward/mean"]));
         assert!(m["response_length/mean"] >= 1.0);
+        // 4 samples per prompt: 3 of them fork the first one's prompt KV.
+        assert!(
+            m["engine/prefill_reused_frac"] >= 0.74,
+            "{}",
+            m["engine/prefill_reused_frac"]
+        );
+        assert_eq!(m["engine/preemptions"], 0.0);
+        assert!(m["engine/kv_peak_usage"] > 0.0 && m["engine/kv_peak_usage"] <= 1.0);
     }
     // Eval ran at step 2 on the whole validation split.
     let (step, eval) = summary.evals.last().expect("an eval at step 2");

@@ -175,6 +175,8 @@ pub struct EngineStats {
     pub kv_blocks_free: usize,
     /// Blocks holding a cached prefix (in use or not).
     pub kv_blocks_cached: usize,
+    /// Most blocks in use by sequences at once (cached free blocks excluded).
+    pub kv_blocks_peak_used: usize,
     pub running: usize,
     pub waiting: usize,
 }

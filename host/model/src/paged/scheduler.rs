@@ -303,6 +303,9 @@ impl Core {
                 logits.expect("every admitted row has logits"),
             ));
         }
+        let pool = self.pool.as_ref().expect("pool allocated");
+        let used = self.stats.kv_blocks_total - pool.blocks.available();
+        self.stats.kv_blocks_peak_used = self.stats.kv_blocks_peak_used.max(used);
         self.sample(rows, tokenizer, context)
     }
 

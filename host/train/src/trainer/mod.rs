@@ -24,7 +24,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use skyrl_inference::weight_sync::WeightSync;
 use skyrl_inference::RolloutEngine;
-use skyrl_model::{CausalLm, Tokenizer};
+use skyrl_model::{CausalLm, EngineStats, Tokenizer};
 use skyrl_rollout::{step_wise, Generator, GeneratorOutput, PluginSet};
 
 use crate::algorithms::{AdvantageEstimatorRegistry, KlController};
@@ -94,6 +94,8 @@ pub struct Trainer {
     resumed_from: Option<PathBuf>,
     /// In-reward KL coefficient controller (`use_kl_in_reward`).
     kl_ctrl: Option<KlController>,
+    /// The in-process engine's counters at the previous step's metrics.
+    engine_stats_seen: EngineStats,
 }
 
 impl Trainer {
@@ -215,12 +217,46 @@ impl Trainer {
 
         facts.add_training(&out, &update);
         self.memory_metrics(&update, &mut extra);
+        self.engine_metrics(&mut extra);
         facts.generate_secs = gen_secs;
         facts.wait_secs = wait_secs;
         facts.train_secs = train_start.elapsed().as_secs_f64();
         let facts = StepFacts::merge(dist.all_gather_json(&facts)?);
         let step_secs = step_start.elapsed().as_secs_f64();
         Ok(step_metrics(&facts, epoch, step_secs, extra))
+    }
+
+    /// The in-process engine since the previous step's metrics: the share of
+    /// prompt tokens whose KV was shared by a sibling sample or found in the
+    /// prefix cache, and preemptions; and the most of the KV pool in use at
+    /// once so far.
+    fn engine_metrics(&mut self, m: &mut StepMetrics) {
+        let Some(now) = self.rollout.engine_stats() else {
+            return;
+        };
+        let seen = std::mem::replace(&mut self.engine_stats_seen, now.clone());
+        let reused = now
+            .prefill_tokens_reused
+            .saturating_sub(seen.prefill_tokens_reused);
+        let computed = now
+            .prefill_tokens_computed
+            .saturating_sub(seen.prefill_tokens_computed);
+        if reused + computed > 0 {
+            m.insert(
+                "engine/prefill_reused_frac".into(),
+                reused as f64 / (reused + computed) as f64,
+            );
+        }
+        m.insert(
+            "engine/preemptions".into(),
+            now.preemptions.saturating_sub(seen.preemptions) as f64,
+        );
+        if now.kv_blocks_total > 0 {
+            m.insert(
+                "engine/kv_peak_usage".into(),
+                now.kv_blocks_peak_used as f64 / now.kv_blocks_total as f64,
+            );
+        }
     }
 
     /// This rank's training-state memory, in MiB: parameters, gradients

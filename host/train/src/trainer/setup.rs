@@ -268,6 +268,7 @@ impl Trainer {
             global_step: 0,
             resumed_from: None,
             kl_ctrl,
+            engine_stats_seen: Default::default(),
         };
         trainer.maybe_resume()?;
         trainer.trained_pos = trainer.sampler.position();
