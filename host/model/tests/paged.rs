@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::perturbed_tiny;
 use skyrl_model::{
     generate_with_streams, Arch, CausalLm, Completion, EngineSettings, InferenceEngine,
-    SampleStream, SamplingParams, SeqRequest, Tokenizer,
+    SampleStream, SamplingParams, SeqRequest, StopMatch, Tokenizer,
 };
 
 fn setup() -> (tempfile::TempDir, CausalLm, Tokenizer) {
@@ -376,4 +376,46 @@ fn bad_input_is_refused_at_submit() {
         .to_string()
         .contains("stop strings need a tokenizer"));
     assert!(!engine.has_unfinished());
+}
+
+/// Stop strings found late in a long output (only the output's tail is
+/// decoded each step) end the sequence at their first occurrence; before
+/// `min_tokens` they do not.
+#[test]
+fn stop_strings_end_long_outputs_at_their_first_occurrence() {
+    let (tmp, model, tokenizer) = setup();
+    let engine = engine(&model, &tmp, settings(4, 1 << 14, &model));
+    let prompt = tokenizer.encode("Tell me a story", false).unwrap();
+    let run = |stop: Vec<String>, min_tokens: usize| {
+        let params = SamplingParams {
+            stop,
+            min_tokens,
+            ignore_eos: true,
+            ..SamplingParams::greedy(120)
+        };
+        engine
+            .generate(std::slice::from_ref(&prompt), &params)
+            .unwrap()
+            .remove(0)
+    };
+    let free = run(Vec::new(), 0);
+    let text = tokenizer.decode(&free.token_ids, true).unwrap();
+    // A three-character stop string from late in the output, by token 60.
+    let late = tokenizer.decode(&free.token_ids[..60], true).unwrap();
+    let chars: Vec<char> = late.chars().collect();
+    let stop: String = chars[chars.len() - 3..].iter().collect();
+    let first = text.find(&stop).unwrap();
+    let got = run(vec![stop.clone()], 0);
+    assert_eq!(got.stop_match, Some(StopMatch::String(stop.clone())));
+    let out = tokenizer.decode(&got.token_ids, true).unwrap();
+    assert!(out.ends_with(&stop), "{out:?} should end with {stop:?}");
+    assert_eq!(
+        out.len(),
+        first + stop.len(),
+        "stopped at the first occurrence"
+    );
+    assert_eq!(got.token_ids[..], free.token_ids[..got.token_ids.len()]);
+    // With min_tokens past it, the sequence runs on.
+    let held = run(vec![stop.clone()], got.token_ids.len() + 1);
+    assert!(held.token_ids.len() > got.token_ids.len());
 }

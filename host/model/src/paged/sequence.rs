@@ -100,7 +100,14 @@ impl Sequence {
         }
         if !self.params.stop.is_empty() && !early {
             let tokenizer = tokenizer.expect("checked at submit");
-            let text = tokenizer.decode(&self.output, true)?;
+            // A stop string ends in the newest token's text, so only the tail
+            // is decoded (not the whole output every step): a character takes
+            // at most 4 byte-level tokens, and the margin keeps the window's
+            // first token (whose leading space a decoder may drop) away from it.
+            let longest = self.params.stop.iter().map(|s| s.chars().count()).max();
+            let window = 4 * longest.unwrap_or(0) + 8;
+            let tail = &self.output[self.output.len().saturating_sub(window)..];
+            let text = tokenizer.decode(tail, true)?;
             if let Some(s) = self.params.stop.iter().find(|s| text.contains(s.as_str())) {
                 return Ok(Some((StopReason::Stop, Some(StopMatch::String(s.clone())))));
             }
