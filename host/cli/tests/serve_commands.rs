@@ -216,3 +216,40 @@ fn a_kv_cache_too_small_for_one_sequence_stops_start_up() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot hold one sequence"), "{err}");
 }
+
+#[test]
+fn a_reachable_address_without_keys_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = init_model(dir.path(), 1);
+    let serve = |extra: &[&str]| {
+        skyrl()
+            .args(["serve", "--model", model.to_str().unwrap(), "--port", "0"])
+            .args(["--host", "0.0.0.0"])
+            .args(extra)
+            .env_remove("SKYRL_API_KEY")
+            .env_remove("SKYRL_ADMIN_KEY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let out = serve(&[]).wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--api-key") && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+    // With the override it starts (and warns).
+    let mut child = serve(&["--insecure-no-auth"]);
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(line.contains("0.0.0.0:"), "{line}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--insecure-no-auth"),
+        "no warning"
+    );
+}

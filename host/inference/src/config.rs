@@ -30,8 +30,12 @@ pub struct InferenceEngineConfig {
     pub retry_backoff_s: f64,
     /// Seconds to wait for engines to come up (`/health`).
     pub engine_startup_timeout_s: f64,
-    /// Bearer token for remote engines started with `--api-key`.
+    /// Bearer token for remote engines started with `--api-key` (null:
+    /// `$SKYRL_API_KEY`). Servers the trainer starts get fresh keys.
     pub api_key: Option<String>,
+    /// Bearer token of remote engines' control endpoints (`skyrl serve
+    /// --admin-key`; null: `$SKYRL_ADMIN_KEY`, else the API key).
+    pub admin_key: Option<String>,
     pub tensor_parallel_size: usize,
     pub async_engine: bool,
     pub enable_prefix_caching: bool,
@@ -62,6 +66,7 @@ impl Default for InferenceEngineConfig {
             retry_backoff_s: 0.5,
             engine_startup_timeout_s: 120.0,
             api_key: None,
+            admin_key: None,
             tensor_parallel_size: 1,
             async_engine: true,
             enable_prefix_caching: true,

@@ -82,6 +82,9 @@ pub struct ServerLaunch {
     pub engine_init_kwargs: BTreeMap<String, Json>,
     /// Settings only `vllm serve` takes.
     pub vllm: VllmLaunch,
+    /// `skyrl serve`'s API and admin keys, handed over in its environment
+    /// (`SKYRL_API_KEY`, `SKYRL_ADMIN_KEY`), never on the command line.
+    pub skyrl_keys: Option<(String, String)>,
 }
 
 /// Engine server processes owned by the trainer (killed on drop).
@@ -135,7 +138,12 @@ fn start_skyrl(launch: &ServerLaunch, program: &Path) -> Result<(Child, String)>
         .arg("--model")
         .arg(&launch.model)
         .args(["--host", "127.0.0.1", "--port", "0"])
-        .args(skyrl_flags(launch));
+        .args(skyrl_flags(launch))
+        .env_remove("SKYRL_API_KEY")
+        .env_remove("SKYRL_ADMIN_KEY");
+    if let Some((api, admin)) = &launch.skyrl_keys {
+        cmd.env("SKYRL_API_KEY", api).env("SKYRL_ADMIN_KEY", admin);
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -171,6 +179,12 @@ fn start_skyrl(launch: &ServerLaunch, program: &Path) -> Result<(Child, String)>
             }
         }
     }
+}
+
+/// A fresh random key (256 bits, hex).
+pub fn random_key() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `skyrl serve` flags besides model, host and port.
@@ -395,6 +409,7 @@ mod tests {
             startup_timeout: Duration::from_secs(1),
             engine_init_kwargs: BTreeMap::new(),
             vllm: VllmLaunch::default(),
+            skyrl_keys: None,
         }
     }
 

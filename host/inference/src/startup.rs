@@ -11,7 +11,7 @@ use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, Tokenizer};
 
 use crate::config::InferenceEngineConfig;
 use crate::engine_settings::builtin_engine_settings;
-use crate::launcher::{EngineProgram, LocalServers, ServerLaunch, VllmLaunch};
+use crate::launcher::{random_key, EngineProgram, LocalServers, ServerLaunch, VllmLaunch};
 use crate::placement::{EngineKind, Placement};
 use crate::remote::{ControlProtocol, RemoteEngines, RemoteEnginesConfig};
 use crate::RolloutEngine;
@@ -56,12 +56,23 @@ pub fn start_engines(
     policy: &PolicySource,
 ) -> Result<RolloutEngine> {
     let engine = EngineKind::parse(&ie.backend)?;
-    let client_config = |urls: Vec<String>, model: Option<String>| RemoteEnginesConfig {
+    let from_env = |key: &Option<String>, var: &str| {
+        key.clone()
+            .or_else(|| std::env::var(var).ok())
+            .filter(|k| !k.is_empty())
+    };
+    let api_key = from_env(&ie.api_key, "SKYRL_API_KEY");
+    let admin_key = from_env(&ie.admin_key, "SKYRL_ADMIN_KEY");
+    let client_config = |urls: Vec<String>,
+                         model: Option<String>,
+                         api_key: Option<String>,
+                         admin_key: Option<String>| RemoteEnginesConfig {
         model,
         request_timeout: seconds(ie.request_timeout_s),
         max_retries: ie.max_retries,
         retry_backoff: seconds(ie.retry_backoff_s),
-        api_key: ie.api_key.clone(),
+        api_key,
+        admin_key,
         protocol: match engine {
             EngineKind::Tch => ControlProtocol::Sglang,
             EngineKind::Vllm => ControlProtocol::Vllm,
@@ -89,6 +100,13 @@ pub fn start_engines(
                 EngineKind::Tch => EngineProgram::Skyrl(engine_program(policy.engine_program)?),
                 EngineKind::Vllm => EngineProgram::Vllm(crate::vllm::find_vllm()?),
             };
+            // `skyrl serve` processes get fresh keys unless some are configured.
+            let skyrl_keys = matches!(engine, EngineKind::Tch).then(|| {
+                (
+                    api_key.clone().unwrap_or_else(random_key),
+                    admin_key.clone().unwrap_or_else(random_key),
+                )
+            });
             let launch = ServerLaunch {
                 program,
                 model: policy.dir.to_path_buf(),
@@ -104,19 +122,34 @@ pub fn start_engines(
                     dtype: ie.model_dtype.clone(),
                     enforce_eager: ie.enforce_eager,
                     nccl_weight_transfer: ie.weight_sync_backend == "nccl",
-                    api_key: ie.api_key.clone(),
+                    api_key: api_key.clone(),
                     trainer_gpu: match policy.model.device() {
                         tch::Device::Cuda(i) => Some(i),
                         _ => None,
                     },
                 },
+                skyrl_keys: skyrl_keys.clone(),
             };
             let servers = LocalServers::start(&launch, *num_engines)?;
-            let client = RemoteEngines::new(client_config(servers.urls().to_vec(), Some(name)))?;
+            let (api, admin) = match skyrl_keys {
+                Some((api, admin)) => (Some(api), Some(admin)),
+                None => (api_key.clone(), admin_key.clone()),
+            };
+            let client = RemoteEngines::new(client_config(
+                servers.urls().to_vec(),
+                Some(name),
+                api,
+                admin,
+            ))?;
             RolloutEngine::remote(client, Some(servers))
         }
         Placement::External { urls } => RolloutEngine::remote(
-            RemoteEngines::new(client_config(urls.clone(), ie.served_model_name.clone()))?,
+            RemoteEngines::new(client_config(
+                urls.clone(),
+                ie.served_model_name.clone(),
+                api_key,
+                admin_key,
+            ))?,
             None,
         ),
     })

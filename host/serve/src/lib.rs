@@ -5,6 +5,7 @@
 //! pause, resume, load weights) over a channel, so weight updates run between
 //! engine steps without locks.
 
+pub mod auth;
 mod generate;
 pub mod server;
 mod sse;

@@ -25,6 +25,8 @@ use crate::worker::{EngineCommand, EngineWorker};
 use skyrl_inference::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequest};
 use skyrl_inference::openai::{ErrorBody, ErrorDetail};
 
+use crate::auth::AuthKeys;
+
 /// Shared handler state.
 #[derive(Clone)]
 pub struct AppState {
@@ -33,6 +35,8 @@ pub struct AppState {
     pub model_name: String,
     /// The NCCL weight-update group, once joined.
     pub nccl: Arc<Mutex<Option<NcclGroup>>>,
+    /// Keys the routes check ([`crate::auth`]); none by default.
+    pub auth: Arc<AuthKeys>,
 }
 
 impl AppState {
@@ -43,7 +47,14 @@ impl AppState {
             tokenizer: Arc::new(tokenizer),
             model_name,
             nccl: Arc::new(Mutex::new(None)),
+            auth: Arc::new(AuthKeys::default()),
         }
+    }
+
+    /// The same state, checking `keys`.
+    pub fn with_auth(mut self, keys: AuthKeys) -> Self {
+        self.auth = Arc::new(keys);
+        self
     }
 }
 
@@ -129,6 +140,10 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::vllm_routes::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::check,
+        ))
         .with_state(state)
 }
 

@@ -115,7 +115,7 @@ fn control_calls(calls: &Mutex<Vec<Call>>) -> Vec<(String, Value)> {
         .lock()
         .unwrap()
         .iter()
-        .filter(|(_, p, _)| p != "/health" && p != "/v1/models")
+        .filter(|(_, p, _)| !["/health", "/v1/models", "/is_paused"].contains(&p.as_str()))
         .map(|(m, p, b)| (format!("{m} {p}"), b.clone()))
         .collect()
 }

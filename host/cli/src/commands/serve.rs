@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use skyrl_inference::engine_settings::gpu_kv_budget;
 use skyrl_model::{CausalLm, EngineSettings, InferenceEngine, LoadOptions, Tokenizer};
+use skyrl_serve::auth::AuthKeys;
 use skyrl_serve::server::{serve_blocking, AppState};
 use skyrl_serve::{EngineWorker, LISTENING_PREFIX};
 
@@ -53,9 +54,35 @@ pub struct ServeArgs {
     /// Turn prefix caching off.
     #[arg(long, overrides_with = "enable_prefix_caching")]
     no_enable_prefix_caching: bool,
+    /// Key every `/v1/*` request must send as `Authorization: Bearer KEY`
+    /// (default: `$SKYRL_API_KEY`). Prefer the variable: flags show in `ps`.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Key of the weight-control and lifecycle routes (pause, weight updates,
+    /// NCCL groups, sleep, cache resets; default: `$SKYRL_ADMIN_KEY`; without
+    /// it they take the API key).
+    #[arg(long)]
+    admin_key: Option<String>,
+    /// Allow a non-loopback `--host` without any key (anyone who reaches the
+    /// port can then replace the weights).
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 impl ServeArgs {
+    /// The keys from the flags or the environment (empty values are unset).
+    fn keys(&self) -> AuthKeys {
+        let pick = |flag: &Option<String>, var: &str| {
+            flag.clone()
+                .or_else(|| std::env::var(var).ok())
+                .filter(|k| !k.is_empty())
+        };
+        AuthKeys {
+            api_key: pick(&self.api_key, "SKYRL_API_KEY"),
+            admin_key: pick(&self.admin_key, "SKYRL_ADMIN_KEY"),
+        }
+    }
+
     /// The engine sizing the flags ask for.
     fn settings(&self) -> EngineSettings {
         EngineSettings {
@@ -94,7 +121,36 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is not a byte count (e.g. 8G, 512MiB)"))
 }
 
+/// Refuses a non-loopback bind without keys unless `--insecure-no-auth`.
+fn check_exposure(addr: &SocketAddr, keys: &AuthKeys, insecure: bool) -> anyhow::Result<()> {
+    if addr.ip().is_loopback() || keys.any() {
+        return Ok(());
+    }
+    if !insecure {
+        anyhow::bail!(
+            "--host {} is reachable from other machines and no key is set: anyone could \
+             pause generation or replace the weights. Set --api-key and --admin-key (or \
+             SKYRL_API_KEY and SKYRL_ADMIN_KEY), or pass --insecure-no-auth",
+            addr.ip()
+        );
+    }
+    tracing::warn!(
+        host = %addr.ip(),
+        "serving without authentication on a non-loopback address (--insecure-no-auth)"
+    );
+    eprintln!(
+        "warning: --insecure-no-auth: {} accepts weight updates from anyone who reaches it",
+        addr
+    );
+    Ok(())
+}
+
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let keys = args.keys();
+    let addr: SocketAddr = format!("{}:{}", args.host, args.port)
+        .parse()
+        .with_context(|| format!("`{}:{}` is not a socket address", args.host, args.port))?;
+    check_exposure(&addr, &keys, args.insecure_no_auth)?;
     let options = LoadOptions {
         device: tch::Device::cuda_if_available(),
         kind: tch::Kind::Float,
@@ -109,9 +165,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let engine = InferenceEngine::new(model, Some(Tokenizer::from_dir(&args.model)?))
         .with_settings(settings)
         .context("bad engine settings")?;
-    let addr: SocketAddr = format!("{}:{}", args.host, args.port)
-        .parse()
-        .with_context(|| format!("`{}:{}` is not a socket address", args.host, args.port))?;
     let model_name = args.served_model_name.unwrap_or_else(|| {
         args.model
             .file_name()
@@ -119,7 +172,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| "skyrl".into())
     });
     let worker = EngineWorker::spawn(engine);
-    let state = AppState::new(worker, tokenizer, model_name);
+    let state = AppState::new(worker, tokenizer, model_name).with_auth(keys);
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     println!("{LISTENING_PREFIX}{}", listener.local_addr()?);
     std::io::stdout().flush()?;

@@ -12,13 +12,39 @@ use serde_json::{json, Value};
 
 use super::{describe, error_message, ControlProtocol, Endpoint, RemoteEngines, RemoteError};
 
+/// Why a server is not ready yet, or never will be.
+enum Probe {
+    NotYet(String),
+    /// The server refused the key (url, status).
+    Unauthorized(String, u16),
+}
+
+/// A 401 or 403: the server will not take this key.
+fn refused_key(resp: &reqwest::Response, base: &str) -> Result<(), Probe> {
+    let status = resp.status().as_u16();
+    if status == 401 || status == 403 {
+        return Err(Probe::Unauthorized(base.to_string(), status));
+    }
+    Ok(())
+}
+
 impl RemoteEngines {
     /// Waits until every server answers `/health` (and learns its model name).
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), RemoteError> {
         let start = Instant::now();
         loop {
             let checks = join_all(self.endpoints.iter().map(|e| self.probe(e))).await;
-            let failed: Vec<String> = checks.into_iter().filter_map(Result::err).collect();
+            let mut failed = Vec::new();
+            for check in checks {
+                match check {
+                    Ok(()) => {}
+                    // A server that refuses the key will not accept it later.
+                    Err(Probe::Unauthorized(url, status)) => {
+                        return Err(RemoteError::Unauthorized { url, status })
+                    }
+                    Err(Probe::NotYet(detail)) => failed.push(detail),
+                }
+            }
             if failed.is_empty() {
                 return Ok(());
             }
@@ -32,30 +58,46 @@ impl RemoteEngines {
         }
     }
 
-    async fn probe(&self, e: &Endpoint) -> Result<(), String> {
+    async fn probe(&self, e: &Endpoint) -> Result<(), Probe> {
+        let not_yet = |m: String| Probe::NotYet(m);
         let health = self
             .request(reqwest::Method::GET, format!("{}/health", e.base))
             .timeout(Duration::from_secs(5))
             .send()
             .await
-            .map_err(|err| format!("{}: {err}", e.base))?;
+            .map_err(|err| not_yet(format!("{}: {err}", e.base)))?;
         if !health.status().is_success() {
-            return Err(format!("{}: /health answered {}", e.base, health.status()));
+            return Err(not_yet(format!(
+                "{}: /health answered {}",
+                e.base,
+                health.status()
+            )));
         }
-        if e.model.lock().expect("model lock").is_some() {
-            return Ok(());
-        }
-        let models: Value = self
+        // The keys are checked on every probe: a user route, and a read-only
+        // control route (`skyrl serve` guards it with the admin key; servers
+        // without it answer 404).
+        let models = self
             .request(reqwest::Method::GET, format!("{}/v1/models", e.base))
             .send()
             .await
-            .map_err(|err| format!("{}: {err}", e.base))?
+            .map_err(|err| not_yet(format!("{}: {err}", e.base)))?;
+        refused_key(&models, &e.base)?;
+        let paused = self
+            .control_request(reqwest::Method::GET, format!("{}/is_paused", e.base))
+            .send()
+            .await
+            .map_err(|err| not_yet(format!("{}: {err}", e.base)))?;
+        refused_key(&paused, &e.base)?;
+        if e.model.lock().expect("model lock").is_some() {
+            return Ok(());
+        }
+        let models: Value = models
             .json()
             .await
-            .map_err(|err| format!("{}: /v1/models: {err}", e.base))?;
+            .map_err(|err| not_yet(format!("{}: /v1/models: {err}", e.base)))?;
         let id = models["data"][0]["id"]
             .as_str()
-            .ok_or_else(|| format!("{}: /v1/models lists no model", e.base))?;
+            .ok_or_else(|| not_yet(format!("{}: /v1/models lists no model", e.base)))?;
         *e.model.lock().expect("model lock") = Some(id.to_string());
         Ok(())
     }
@@ -88,7 +130,7 @@ impl RemoteEngines {
         url: String,
         body: Option<Value>,
     ) -> Result<Value, RemoteError> {
-        let mut req = self.request(method, url.clone());
+        let mut req = self.control_request(method, url.clone());
         if let Some(b) = &body {
             req = req.json(b);
         }

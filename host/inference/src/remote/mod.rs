@@ -37,6 +37,9 @@ pub struct RemoteEnginesConfig {
     pub cooldown: Duration,
     /// Bearer token for servers started with `--api-key`.
     pub api_key: Option<String>,
+    /// Bearer token of the control endpoints (`skyrl serve --admin-key`);
+    /// the API key is sent instead when unset.
+    pub admin_key: Option<String>,
     /// The control endpoints the servers offer.
     pub protocol: ControlProtocol,
 }
@@ -68,6 +71,7 @@ impl RemoteEnginesConfig {
             retry_backoff: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
             api_key: None,
+            admin_key: None,
             protocol: ControlProtocol::Sglang,
         }
     }
@@ -96,6 +100,11 @@ pub enum RemoteError {
     },
     #[error("inference servers not ready after {waited:?}: {detail}")]
     NotReady { waited: Duration, detail: String },
+    #[error(
+        "{url} refused the key ({status}); set generator.inference_engine.api_key / \
+         admin_key (or SKYRL_API_KEY / SKYRL_ADMIN_KEY) to the server's keys"
+    )]
+    Unauthorized { url: String, status: u16 },
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
 }
@@ -261,6 +270,15 @@ impl RemoteEngines {
     fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
         let r = self.http.request(method, url);
         match &self.cfg.api_key {
+            Some(k) => r.bearer_auth(k),
+            None => r,
+        }
+    }
+
+    /// A request to a control endpoint, with the admin key (else the API key).
+    fn control_request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, url);
+        match self.cfg.admin_key.as_ref().or(self.cfg.api_key.as_ref()) {
             Some(k) => r.bearer_auth(k),
             None => r,
         }
