@@ -115,9 +115,14 @@ struct Server {
 
 impl Server {
     fn start(model: &Path) -> Self {
+        Self::start_with(model, &[])
+    }
+
+    fn start_with(model: &Path, flags: &[&str]) -> Self {
         use std::io::BufRead;
         let mut child = skyrl()
             .args(["serve", "--model", model.to_str().unwrap(), "--port", "0"])
+            .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -237,7 +242,14 @@ fn external_servers_follow_the_trained_policy() {
         "5".into(),
     ]);
     assert!(init.status.success(), "{}", text(&init));
-    let servers = [Server::start(&model), Server::start(&model)];
+    // The servers load weights only from the trainer's sync folder.
+    let sync = dir.path().join("sync");
+    std::fs::create_dir_all(&sync).unwrap();
+    let root = ["--weights-root", sync.to_str().unwrap()];
+    let servers = [
+        Server::start_with(&model, &root),
+        Server::start_with(&model, &root),
+    ];
     let prompt = [5i64, 6, 7, 8];
     let before = servers[0].greedy(&prompt);
     let urls = format!(

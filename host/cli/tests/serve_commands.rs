@@ -113,6 +113,7 @@ fn greedy(server: &Server) -> Value {
 fn serves_completions_chat_pause_and_weight_reload() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (init_model(dir.path(), 1), init_model(dir.path(), 2));
+    let root = dir.path().to_str().unwrap();
     let server = Server::start_with(
         &a,
         &[
@@ -121,6 +122,8 @@ fn serves_completions_chat_pause_and_weight_reload() {
             "--block-size",
             "8",
             "--no-enable-prefix-caching",
+            "--weights-root",
+            root,
         ],
     );
 
@@ -182,6 +185,21 @@ fn serves_completions_chat_pause_and_weight_reload() {
         json!({"model_path": "/nonexistent"}),
     );
     assert_eq!(code, 400);
+    // Outside the weights root, directly or through a symbolic link: refused,
+    // naming only the requested path; the weights stay.
+    let outside = tempfile::tempdir().unwrap();
+    let c = init_model(outside.path(), 3);
+    std::os::unix::fs::symlink(&c, dir.path().join("link")).unwrap();
+    for path in [c.clone(), dir.path().join("link"), dir.path().join("../..")] {
+        let (code, err) = server.post("/update_weights_from_disk", json!({"model_path": path}));
+        assert_eq!(code, 400, "{path:?}: {err}");
+        let msg = err["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("--weights-root"), "{msg}");
+        if path != c {
+            assert!(!msg.contains(c.to_str().unwrap()), "{msg}");
+        }
+    }
+    assert_eq!(greedy(&server)["weight_version"], 1);
     assert!(
         err["error"]["message"]
             .as_str()

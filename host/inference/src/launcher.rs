@@ -82,6 +82,9 @@ pub struct ServerLaunch {
     pub engine_init_kwargs: BTreeMap<String, Json>,
     /// Settings only `vllm serve` takes.
     pub vllm: VllmLaunch,
+    /// `skyrl serve --weights-root`: where checkpoint weight syncs write
+    /// (created before the servers start).
+    pub weights_root: Option<PathBuf>,
     /// `skyrl serve`'s API and admin keys, handed over in its environment
     /// (`SKYRL_API_KEY`, `SKYRL_ADMIN_KEY`), never on the command line.
     pub skyrl_keys: Option<(String, String)>,
@@ -133,12 +136,22 @@ impl Drop for LocalServers {
 
 fn start_skyrl(launch: &ServerLaunch, program: &Path) -> Result<(Child, String)> {
     check_program(program)?;
+    if let Some(dir) = &launch.weights_root {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the weight sync folder {}", dir.display()))?;
+    }
     let mut cmd = Command::new(program);
     cmd.arg("serve")
         .arg("--model")
         .arg(&launch.model)
         .args(["--host", "127.0.0.1", "--port", "0"])
         .args(skyrl_flags(launch))
+        .args(
+            launch
+                .weights_root
+                .iter()
+                .flat_map(|d| ["--weights-root".into(), d.clone().into_os_string()]),
+        )
         .env_remove("SKYRL_API_KEY")
         .env_remove("SKYRL_ADMIN_KEY");
     if let Some((api, admin)) = &launch.skyrl_keys {
@@ -409,6 +422,7 @@ mod tests {
             startup_timeout: Duration::from_secs(1),
             engine_init_kwargs: BTreeMap::new(),
             vllm: VllmLaunch::default(),
+            weights_root: None,
             skyrl_keys: None,
         }
     }

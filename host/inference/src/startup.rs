@@ -46,6 +46,9 @@ pub struct PolicySource<'a> {
     pub dir: &'a Path,
     /// The `skyrl` executable for launched servers (default: this one).
     pub engine_program: Option<&'a Path>,
+    /// Where checkpoint weight syncs write: launched `skyrl serve` processes
+    /// may load weights from under it (and nowhere else).
+    pub weight_sync_dir: Option<&'a Path>,
 }
 
 /// Builds the rollout engine(s) for `placement` with the settings of
@@ -128,6 +131,7 @@ pub fn start_engines(
                         _ => None,
                     },
                 },
+                weights_root: policy.weight_sync_dir.map(Path::to_path_buf),
                 skyrl_keys: skyrl_keys.clone(),
             };
             let servers = LocalServers::start(&launch, *num_engines)?;

@@ -20,6 +20,7 @@ use skyrl_model::{
     TinySize, Tokenizer,
 };
 use skyrl_serve::server::AppState;
+use skyrl_serve::weights_root::WeightsRoot;
 use skyrl_serve::EngineWorker;
 
 const PROMPTS: usize = 128;
@@ -42,7 +43,10 @@ fn engine(dir: &Path) -> InferenceEngine {
 
 fn serve(dir: &Path, max_batch: usize) -> String {
     let worker = EngineWorker::spawn(engine(dir).with_max_batch(max_batch));
-    let state = AppState::new(worker, Tokenizer::from_dir(dir).unwrap(), "bench".into());
+    // Checkpoint syncs write next to the model, under the bench's temp dir.
+    let root = WeightsRoot::new(dir.parent().unwrap()).unwrap();
+    let state = AppState::new(worker, Tokenizer::from_dir(dir).unwrap(), "bench".into())
+        .with_weights_root(root);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {

@@ -12,6 +12,7 @@ mod sse;
 mod text;
 mod token_generate;
 pub mod vllm_routes;
+pub mod weights_root;
 mod worker;
 
 pub use worker::{

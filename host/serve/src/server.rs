@@ -26,6 +26,7 @@ use skyrl_inference::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequ
 use skyrl_inference::openai::{ErrorBody, ErrorDetail};
 
 use crate::auth::AuthKeys;
+use crate::weights_root::{confine, WeightsRoot};
 
 /// Shared handler state.
 #[derive(Clone)]
@@ -37,6 +38,8 @@ pub struct AppState {
     pub nccl: Arc<Mutex<Option<NcclGroup>>>,
     /// Keys the routes check ([`crate::auth`]); none by default.
     pub auth: Arc<AuthKeys>,
+    /// Where weights may be loaded from disk; `None` refuses disk loads.
+    pub weights_root: Option<Arc<WeightsRoot>>,
 }
 
 impl AppState {
@@ -48,7 +51,14 @@ impl AppState {
             model_name,
             nccl: Arc::new(Mutex::new(None)),
             auth: Arc::new(AuthKeys::default()),
+            weights_root: None,
         }
+    }
+
+    /// The same state, loading weights only from under `root`.
+    pub fn with_weights_root(mut self, root: WeightsRoot) -> Self {
+        self.weights_root = Some(Arc::new(root));
+        self
     }
 
     /// The same state, checking `keys`.
@@ -234,13 +244,21 @@ async fn update_from_disk(
     State(s): State<AppState>,
     ApiJson(req): ApiJson<DiskUpdate>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let version = ask(&s, |reply| EngineCommand::LoadWeights {
-        path: req.model_path,
-        reply,
-    })
-    .await?
-    .map_err(bad)?;
+    let path = confine(s.weights_root.as_deref(), &req.model_path)?;
+    let version = load_weights(&s, path, &req.model_path).await?;
     Ok(Json(json!({"success": true, "weight_version": version})))
+}
+
+/// Loads the weights at `path` (resolved from `requested`); errors name `requested`.
+pub(crate) async fn load_weights(
+    s: &AppState,
+    path: PathBuf,
+    requested: &std::path::Path,
+) -> Result<u64, ApiError> {
+    let resolved = path.display().to_string();
+    ask(s, |reply| EngineCommand::LoadWeights { path, reply })
+        .await?
+        .map_err(|e| bad(e.replace(&resolved, &requested.display().to_string())))
 }
 
 async fn init_group(

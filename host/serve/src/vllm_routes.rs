@@ -274,9 +274,8 @@ async fn collective_rpc(
                     ))
                 }
             };
-            let version = ask(&s, |reply| EngineCommand::LoadWeights { path, reply })
-                .await?
-                .map_err(bad)?;
+            let resolved = crate::weights_root::confine(s.weights_root.as_deref(), &path)?;
+            let version = crate::server::load_weights(&s, resolved, &path).await?;
             with_engine(&s, StatusCode::INTERNAL_SERVER_ERROR, |e| {
                 e.reset_prefix_cache();
                 Ok(false)

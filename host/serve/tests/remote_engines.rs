@@ -14,6 +14,7 @@ use skyrl_model::{
     TinySize, Tokenizer,
 };
 use skyrl_serve::server::{router, AppState};
+use skyrl_serve::weights_root::WeightsRoot;
 use skyrl_serve::EngineWorker;
 
 fn cpu() -> LoadOptions {
@@ -56,7 +57,10 @@ fn spawn_router(app: axum::Router) -> String {
 /// A `skyrl serve` for the model in `dir`; returns its url.
 fn serve(dir: &Path) -> String {
     let worker = EngineWorker::spawn(local_engine(dir));
-    let state = AppState::new(worker, Tokenizer::from_dir(dir).unwrap(), "tiny".into());
+    // Weights load from the model's folder's parent (the test's temp dir).
+    let root = WeightsRoot::new(dir.parent().unwrap()).unwrap();
+    let state = AppState::new(worker, Tokenizer::from_dir(dir).unwrap(), "tiny".into())
+        .with_weights_root(root);
     spawn_router(router(state))
 }
 

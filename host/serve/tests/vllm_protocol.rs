@@ -21,6 +21,7 @@ use skyrl_model::{
     StopReason, TinySize, Tokenizer,
 };
 use skyrl_serve::server::{router, AppState};
+use skyrl_serve::weights_root::WeightsRoot;
 use skyrl_serve::EngineWorker;
 
 fn cpu() -> LoadOptions {
@@ -230,11 +231,13 @@ fn serve(dir: &Path) -> String {
         CausalLm::from_pretrained(dir, &cpu()).unwrap(),
         Some(Tokenizer::from_dir(dir).unwrap()),
     );
+    // Weights load from the model's folder's parent (the test's temp dir).
     let state = AppState::new(
         EngineWorker::spawn(engine),
         Tokenizer::from_dir(dir).unwrap(),
         "tiny".into(),
-    );
+    )
+    .with_weights_root(WeightsRoot::new(dir.parent().unwrap()).unwrap());
     spawn_router(router(state))
 }
 

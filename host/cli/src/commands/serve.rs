@@ -10,6 +10,7 @@ use skyrl_inference::engine_settings::gpu_kv_budget;
 use skyrl_model::{CausalLm, EngineSettings, InferenceEngine, LoadOptions, Tokenizer};
 use skyrl_serve::auth::AuthKeys;
 use skyrl_serve::server::{serve_blocking, AppState};
+use skyrl_serve::weights_root::WeightsRoot;
 use skyrl_serve::{EngineWorker, LISTENING_PREFIX};
 
 /// Flags keep vLLM's spelling (`vllm serve`), so launch scripts carry over.
@@ -63,6 +64,11 @@ pub struct ServeArgs {
     /// it they take the API key).
     #[arg(long)]
     admin_key: Option<String>,
+    /// Directory under which `/update_weights_from_disk` and `reload_weights`
+    /// may load weights (after resolving `..` and symbolic links); without it
+    /// loads from disk are refused.
+    #[arg(long)]
+    weights_root: Option<PathBuf>,
     /// Allow a non-loopback `--host` without any key (anyone who reaches the
     /// port can then replace the weights).
     #[arg(long)]
@@ -172,7 +178,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| "skyrl".into())
     });
     let worker = EngineWorker::spawn(engine);
-    let state = AppState::new(worker, tokenizer, model_name).with_auth(keys);
+    let mut state = AppState::new(worker, tokenizer, model_name).with_auth(keys);
+    if let Some(dir) = &args.weights_root {
+        let root = WeightsRoot::new(dir)
+            .with_context(|| format!("--weights-root {} is not a directory", dir.display()))?;
+        state = state.with_weights_root(root);
+    }
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     println!("{LISTENING_PREFIX}{}", listener.local_addr()?);
     std::io::stdout().flush()?;

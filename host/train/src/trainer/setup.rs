@@ -179,10 +179,12 @@ fn start_rollouts(
     if let Some(r) = &cfg.environment.reward_rubric {
         generator.set_rubric(Rubric::new(r, generator.envs.rewards())?);
     }
+    let sync_dir = (ie.weight_sync_backend == "checkpoint").then(|| weight_sync_dir(cfg, dist));
     let source = PolicySource {
         model: roles.policy.model(),
         dir: &roles.policy_dir,
         engine_program: opts.engine_program.as_deref(),
+        weight_sync_dir: sync_dir.as_deref(),
     };
     let placement = rank_placement(plan.placement.clone(), dist)?;
     let rollout = Arc::new(start_engines(&placement, ie, &source)?);
