@@ -7,6 +7,7 @@
 
 pub mod auth;
 mod generate;
+pub mod limits;
 pub mod server;
 mod sse;
 mod text;

@@ -26,7 +26,11 @@ use skyrl_inference::nccl::{self, InitGroupRequest, NcclGroup, UpdateWeightsRequ
 use skyrl_inference::openai::{ErrorBody, ErrorDetail};
 
 use crate::auth::AuthKeys;
+use crate::limits::Limits;
 use crate::weights_root::{confine, WeightsRoot};
+
+/// Request bodies accepted by default: room for batches of long token-id prompts.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
 /// Shared handler state.
 #[derive(Clone)]
@@ -40,6 +44,10 @@ pub struct AppState {
     pub auth: Arc<AuthKeys>,
     /// Where weights may be loaded from disk; `None` refuses disk loads.
     pub weights_root: Option<Arc<WeightsRoot>>,
+    /// Bounds on generation requests ([`crate::limits`]).
+    pub limits: Arc<Limits>,
+    /// Largest request body accepted (a 413 beyond).
+    pub max_body_bytes: usize,
 }
 
 impl AppState {
@@ -52,7 +60,16 @@ impl AppState {
             nccl: Arc::new(Mutex::new(None)),
             auth: Arc::new(AuthKeys::default()),
             weights_root: None,
+            limits: Arc::new(Limits::default()),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
+    }
+
+    /// The same state with `limits` and a body cap of `max_body_bytes`.
+    pub fn with_limits(mut self, limits: Limits, max_body_bytes: usize) -> Self {
+        self.limits = Arc::new(limits);
+        self.max_body_bytes = max_body_bytes;
+        self
     }
 
     /// The same state, loading weights only from under `root`.
@@ -150,6 +167,12 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::vllm_routes::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::limits::check,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(state.max_body_bytes))
+        // Outermost: requests without the right key take no generation slot.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::check,

@@ -9,6 +9,7 @@ use clap::Args;
 use skyrl_inference::engine_settings::gpu_kv_budget;
 use skyrl_model::{CausalLm, EngineSettings, InferenceEngine, LoadOptions, Tokenizer};
 use skyrl_serve::auth::AuthKeys;
+use skyrl_serve::limits::Limits;
 use skyrl_serve::server::{serve_blocking, AppState};
 use skyrl_serve::weights_root::WeightsRoot;
 use skyrl_serve::{EngineWorker, LISTENING_PREFIX};
@@ -69,6 +70,19 @@ pub struct ServeArgs {
     /// loads from disk are refused.
     #[arg(long)]
     weights_root: Option<PathBuf>,
+    /// Generation requests in flight at once; more are answered 429 with
+    /// `Retry-After` (a stream holds its slot until it ends).
+    #[arg(long, default_value_t = 1024)]
+    max_concurrent_requests: usize,
+    /// Seconds a generation request may take before its answer (a stream's
+    /// first event); later ones get a 504 and their sequences are aborted.
+    /// 0: no deadline.
+    #[arg(long, default_value_t = 0.0)]
+    request_timeout_s: f64,
+    /// Largest request body (`16MiB`, bytes or a unit as for
+    /// `--kv-cache-memory-bytes`); larger ones get a 413.
+    #[arg(long, value_parser = parse_bytes, default_value = "16MiB")]
+    max_body_bytes: u64,
     /// Allow a non-loopback `--host` without any key (anyone who reaches the
     /// port can then replace the weights).
     #[arg(long)]
@@ -178,7 +192,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| "skyrl".into())
     });
     let worker = EngineWorker::spawn(engine);
-    let mut state = AppState::new(worker, tokenizer, model_name).with_auth(keys);
+    if !(args.request_timeout_s >= 0.0 && args.request_timeout_s.is_finite()) {
+        anyhow::bail!(
+            "--request-timeout-s must be >= 0, got {}",
+            args.request_timeout_s
+        );
+    }
+    let deadline = (args.request_timeout_s > 0.0)
+        .then(|| std::time::Duration::from_secs_f64(args.request_timeout_s));
+    let limits = Limits::new(args.max_concurrent_requests, deadline);
+    let mut state = AppState::new(worker, tokenizer, model_name)
+        .with_auth(keys)
+        .with_limits(limits, args.max_body_bytes as usize);
     if let Some(dir) = &args.weights_root {
         let root = WeightsRoot::new(dir)
             .with_context(|| format!("--weights-root {} is not a directory", dir.display()))?;
