@@ -41,6 +41,7 @@ pub struct VllmLaunch {
     pub enforce_eager: bool,
     /// `--weight-transfer-config '{"backend": "nccl"}'` (NCCL weight sync).
     pub nccl_weight_transfer: bool,
+    /// The key of `/v1/*`, handed over as `VLLM_API_KEY` (vLLM has no admin key).
     pub api_key: Option<String>,
     /// The trainer's CUDA device (an index into the visible GPUs), which the
     /// servers avoid when there are enough others.
@@ -260,10 +261,6 @@ pub fn vllm_flags(launch: &ServerLaunch, port: u16) -> Result<Vec<String>> {
         f.push("--weight-transfer-config".into());
         f.push(r#"{"backend": "nccl"}"#.into());
     }
-    if let Some(k) = &v.api_key {
-        f.push("--api-key".into());
-        f.push(k.clone());
-    }
     for (k, val) in &launch.engine_init_kwargs {
         f.extend(kwarg_flags(k, val)?);
     }
@@ -349,11 +346,16 @@ fn start_vllm(
     let mut cmd = program.command(&launch.model);
     cmd.args(vllm_flags(launch, port)?)
         .env("VLLM_SERVER_DEV_MODE", "1")
+        .env_remove("VLLM_API_KEY")
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     if let Some(g) = gpus {
         cmd.env("CUDA_VISIBLE_DEVICES", g);
+    }
+    // vLLM reads its `--api-key` from here too; the environment keeps it out of `ps`.
+    if let Some(k) = &launch.vllm.api_key {
+        cmd.env("VLLM_API_KEY", k);
     }
     let mut child = cmd
         .spawn()

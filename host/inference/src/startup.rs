@@ -103,10 +103,12 @@ pub fn start_engines(
                 EngineKind::Tch => EngineProgram::Skyrl(engine_program(policy.engine_program)?),
                 EngineKind::Vllm => EngineProgram::Vllm(crate::vllm::find_vllm()?),
             };
-            // `skyrl serve` processes get fresh keys unless some are configured.
+            // Launched servers get fresh keys unless some are configured (vLLM
+            // guards only /v1/* with its one key).
+            let fresh_api = api_key.clone().unwrap_or_else(random_key);
             let skyrl_keys = matches!(engine, EngineKind::Tch).then(|| {
                 (
-                    api_key.clone().unwrap_or_else(random_key),
+                    fresh_api.clone(),
                     admin_key.clone().unwrap_or_else(random_key),
                 )
             });
@@ -125,7 +127,7 @@ pub fn start_engines(
                     dtype: ie.model_dtype.clone(),
                     enforce_eager: ie.enforce_eager,
                     nccl_weight_transfer: ie.weight_sync_backend == "nccl",
-                    api_key: api_key.clone(),
+                    api_key: Some(fresh_api.clone()),
                     trainer_gpu: match policy.model.device() {
                         tch::Device::Cuda(i) => Some(i),
                         _ => None,
@@ -137,7 +139,7 @@ pub fn start_engines(
             let servers = LocalServers::start(&launch, *num_engines)?;
             let (api, admin) = match skyrl_keys {
                 Some((api, admin)) => (Some(api), Some(admin)),
-                None => (api_key.clone(), admin_key.clone()),
+                None => (Some(fresh_api), admin_key.clone()),
             };
             let client = RemoteEngines::new(client_config(
                 servers.urls().to_vec(),
