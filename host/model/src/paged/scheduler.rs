@@ -212,6 +212,13 @@ impl Core {
     ) -> Result<Vec<SeqUpdate>> {
         self.ensure_pool(model)?;
         let out = self.try_step(model, tokenizer);
+        if self.running.is_empty() {
+            // Nothing decodes now: give the decode rows' memory back (on a
+            // shared GPU the trainer needs it between rollouts).
+            if let Some(p) = &mut self.pool {
+                p.rows.clear();
+            }
+        }
         if out.is_err() {
             for seq in std::mem::take(&mut self.running) {
                 self.release(&seq);
