@@ -3,63 +3,29 @@
 //! official `openai` client with and without the key; the remote client
 //! sending each key where it belongs, and failing at once on a wrong one.
 
-use std::net::TcpListener;
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{rt, spawn_router, tiny_state};
 use serde_json::{json, Value};
 use skyrl_inference::remote::{RemoteEngines, RemoteEnginesConfig, RemoteError};
-use skyrl_model::{
-    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
-    TinySize, Tokenizer,
-};
+use skyrl_model::{init_tiny_model, Arch, SampleStream, SamplingParams, TinySize};
 use skyrl_serve::auth::AuthKeys;
-use skyrl_serve::server::{router, AppState};
-use skyrl_serve::EngineWorker;
+use skyrl_serve::server::router;
 
 const USER: &str = "user-key-1";
 const ADMIN: &str = "admin-key-2";
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A keyed server for a fresh tiny model; returns its url.
 fn serve(dir: &std::path::Path) -> String {
     init_tiny_model(Arch::Qwen2, TinySize::Tiny, dir, 3).unwrap();
-    let options = LoadOptions {
-        device: tch::Device::Cpu,
-        kind: tch::Kind::Float,
-    };
-    let engine = InferenceEngine::new(
-        CausalLm::from_pretrained(dir, &options).unwrap(),
-        Some(Tokenizer::from_dir(dir).unwrap()),
-    );
-    let state = AppState::new(
-        EngineWorker::spawn(engine),
-        Tokenizer::from_dir(dir).unwrap(),
-        "tiny".into(),
-    )
-    .with_auth(AuthKeys {
+    spawn_router(router(tiny_state(dir).with_auth(AuthKeys {
         api_key: Some(USER.into()),
         admin_key: Some(ADMIN.into()),
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state);
-    std::thread::spawn(move || {
-        rt().block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(l, app).await.unwrap();
-        });
-    });
-    url
+    })))
 }
 
 fn call(url: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {

@@ -3,52 +3,19 @@
 //! request past its deadline gets a 504 and the server goes on; an oversized
 //! body gets a 413.
 
-use std::net::TcpListener;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{rt, spawn_router, tiny_state};
 use serde_json::{json, Value};
-use skyrl_model::{
-    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, TinySize, Tokenizer,
-};
+use skyrl_model::{init_tiny_model, Arch, TinySize};
 use skyrl_serve::limits::Limits;
-use skyrl_serve::server::{router, AppState};
-use skyrl_serve::EngineWorker;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use skyrl_serve::server::router;
 
 fn serve(dir: &std::path::Path, limits: Limits, max_body: usize) -> String {
     init_tiny_model(Arch::Qwen2, TinySize::Tiny, dir, 3).unwrap();
-    let options = LoadOptions {
-        device: tch::Device::Cpu,
-        kind: tch::Kind::Float,
-    };
-    let engine = InferenceEngine::new(
-        CausalLm::from_pretrained(dir, &options).unwrap(),
-        Some(Tokenizer::from_dir(dir).unwrap()),
-    );
-    let state = AppState::new(
-        EngineWorker::spawn(engine),
-        Tokenizer::from_dir(dir).unwrap(),
-        "tiny".into(),
-    )
-    .with_limits(limits, max_body);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state);
-    std::thread::spawn(move || {
-        rt().block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(l, app).await.unwrap();
-        });
-    });
-    url
+    spawn_router(router(tiny_state(dir).with_limits(limits, max_body)))
 }
 
 async fn complete(

@@ -3,11 +3,13 @@
 //! server-sent event format of streams, stop-string truncation, and errors in
 //! OpenAI's shape.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
 
+use common::spawn_router;
 use serde_json::{json, Value};
 use skyrl_model::{
     init_tiny_model, Arch, CausalLm, EngineSettings, InferenceEngine, LoadOptions, TinySize,
@@ -42,21 +44,7 @@ fn serve() -> (String, tempfile::TempDir) {
         Tokenizer::from_dir(dir.path()).unwrap(),
         MODEL.into(),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(l, app).await.unwrap();
-        });
-    });
+    let url = spawn_router(router(state));
     (url, dir)
 }
 

@@ -2,66 +2,29 @@
 //! loopback): load balancing, sticky sessions, failover, retries, timeouts,
 //! client errors, pause/resume and weight reload on every server.
 
+mod common;
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{local_engine, rt, spawn_router, tiny_state};
 use skyrl_inference::remote::{RemoteEngines, RemoteEnginesConfig, RemoteError};
-use skyrl_model::{
-    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
-    TinySize, Tokenizer,
-};
-use skyrl_serve::server::{router, AppState};
+use skyrl_model::{init_tiny_model, Arch, SampleStream, SamplingParams, TinySize, Tokenizer};
+use skyrl_serve::server::router;
 use skyrl_serve::weights_root::WeightsRoot;
-use skyrl_serve::EngineWorker;
-
-fn cpu() -> LoadOptions {
-    LoadOptions {
-        device: tch::Device::Cpu,
-        kind: tch::Kind::Float,
-    }
-}
 
 fn tiny(dir: &Path, seed: u64) {
     init_tiny_model(Arch::Qwen2, TinySize::Tiny, dir, seed).unwrap();
 }
 
-fn local_engine(dir: &Path) -> InferenceEngine {
-    InferenceEngine::new(
-        CausalLm::from_pretrained(dir, &cpu()).unwrap(),
-        Some(Tokenizer::from_dir(dir).unwrap()),
-    )
-}
-
-/// Runs an axum router on a free loopback port in a background runtime.
-fn spawn_router(app: axum::Router) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(l, app).await.unwrap();
-        });
-    });
-    url
-}
-
 /// A `skyrl serve` for the model in `dir`; returns its url.
 fn serve(dir: &Path) -> String {
-    let worker = EngineWorker::spawn(local_engine(dir));
     // Weights load from the model's folder's parent (the test's temp dir).
     let root = WeightsRoot::new(dir.parent().unwrap()).unwrap();
-    let state = AppState::new(worker, Tokenizer::from_dir(dir).unwrap(), "tiny".into())
-        .with_weights_root(root);
-    spawn_router(router(state))
+    spawn_router(router(tiny_state(dir).with_weights_root(root)))
 }
 
 /// Forwards to `upstream` after answering the first `fail_first` completion
@@ -124,14 +87,6 @@ fn client(urls: Vec<String>, f: impl FnOnce(&mut RemoteEnginesConfig)) -> Remote
     c.retry_backoff = Duration::from_millis(20);
     f(&mut c);
     RemoteEngines::new(c).unwrap()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn prompts(dir: &Path, n: usize) -> Vec<Vec<i64>> {

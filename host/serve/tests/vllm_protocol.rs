@@ -3,55 +3,26 @@
 //! bodies, and vLLM's empty answers), and `skyrl serve`'s vLLM routes driven
 //! by the same client in process.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::IntoResponse;
+use common::{cpu, local_engine, rt, spawn_router, tiny_state};
 use serde_json::{json, Value};
 use skyrl_inference::placement::WeightSyncBackend;
 use skyrl_inference::remote::{ControlProtocol, RemoteEngines, RemoteEnginesConfig};
 use skyrl_inference::weight_sync::WeightSync;
 use skyrl_inference::RolloutEngine;
 use skyrl_model::{
-    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SampleStream, SamplingParams,
-    StopReason, TinySize, Tokenizer,
+    init_tiny_model, Arch, CausalLm, SampleStream, SamplingParams, StopReason, TinySize, Tokenizer,
 };
-use skyrl_serve::server::{router, AppState};
+use skyrl_serve::server::router;
 use skyrl_serve::weights_root::WeightsRoot;
-use skyrl_serve::EngineWorker;
-
-fn cpu() -> LoadOptions {
-    LoadOptions {
-        device: tch::Device::Cpu,
-        kind: tch::Kind::Float,
-    }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Runs an axum router on a free loopback port in a background runtime.
-fn spawn_router(app: axum::Router) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        rt().block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(l, app).await.unwrap();
-        });
-    });
-    url
-}
 
 fn vllm_client(urls: Vec<String>) -> RemoteEngines {
     let mut c = RemoteEnginesConfig::new(urls);
@@ -226,19 +197,10 @@ fn the_wrong_protocol_fails_naming_the_route() {
 }
 
 /// `skyrl serve` for the model in `dir`, in process; returns its url.
+/// Weights load from the model's folder's parent (the test's temp dir).
 fn serve(dir: &Path) -> String {
-    let engine = InferenceEngine::new(
-        CausalLm::from_pretrained(dir, &cpu()).unwrap(),
-        Some(Tokenizer::from_dir(dir).unwrap()),
-    );
-    // Weights load from the model's folder's parent (the test's temp dir).
-    let state = AppState::new(
-        EngineWorker::spawn(engine),
-        Tokenizer::from_dir(dir).unwrap(),
-        "tiny".into(),
-    )
-    .with_weights_root(WeightsRoot::new(dir.parent().unwrap()).unwrap());
-    spawn_router(router(state))
+    let root = WeightsRoot::new(dir.parent().unwrap()).unwrap();
+    spawn_router(router(tiny_state(dir).with_weights_root(root)))
 }
 
 fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
@@ -308,10 +270,7 @@ fn skyrl_serve_answers_the_vllm_protocol() {
             &["t".into()],
         ))
         .unwrap();
-    let local = InferenceEngine::new(
-        CausalLm::from_pretrained(&b, &cpu()).unwrap(),
-        Some(Tokenizer::from_dir(&b).unwrap()),
-    );
+    let local = local_engine(&b);
     let want = local
         .generate(std::slice::from_ref(&prompt), &params)
         .unwrap();
@@ -385,10 +344,7 @@ fn skyrl_serve_answers_skyrl_token_generation() {
     init_tiny_model(Arch::Qwen2, TinySize::Tiny, &dir, 3).unwrap();
     let url = serve(&dir);
     let tok = Tokenizer::from_dir(&dir).unwrap();
-    let local = InferenceEngine::new(
-        CausalLm::from_pretrained(&dir, &cpu()).unwrap(),
-        Some(Tokenizer::from_dir(&dir).unwrap()),
-    );
+    let local = local_engine(&dir);
     let prompt = tok.encode("Q: 2+3=", false).unwrap();
     let generate = |body: Value| post(&url, "/inference/v1/generate", body);
 
