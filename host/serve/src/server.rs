@@ -267,17 +267,17 @@ async fn update_from_disk(
     State(s): State<AppState>,
     ApiJson(req): ApiJson<DiskUpdate>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let path = confine(s.weights_root.as_deref(), &req.model_path)?;
-    let version = load_weights(&s, path, &req.model_path).await?;
+    let version = load_weights(&s, &req.model_path).await?;
     Ok(Json(json!({"success": true, "weight_version": version})))
 }
 
-/// Loads the weights at `path` (resolved from `requested`); errors name `requested`.
+/// Loads the weights at `requested`, which must lie under the weights root;
+/// errors name `requested`, not the path it resolves to.
 pub(crate) async fn load_weights(
     s: &AppState,
-    path: PathBuf,
     requested: &std::path::Path,
 ) -> Result<u64, ApiError> {
+    let path = confine(s.weights_root.as_deref(), requested)?;
     let resolved = path.display().to_string();
     ask(s, |reply| EngineCommand::LoadWeights { path, reply })
         .await?
@@ -353,7 +353,8 @@ fn receive_weights(
     kinds: &[tch::Kind],
 ) -> Result<(), String> {
     let device = tch::Device::Cuda(group.device);
-    let vars = engine.model().var_store().variables();
+    // Through `model_mut`: new weights drop the prefix cache.
+    let vars = engine.model_mut().var_store().variables();
     let _guard = tch::no_grad_guard();
     let mut problems = Vec::new();
     for ((name, shape), kind) in req.names.iter().zip(&req.shapes).zip(kinds) {

@@ -148,7 +148,7 @@ async fn init_transfer(State(s): State<AppState>, bytes: Bytes) -> Answer {
     Ok(Json(json!({"message": "Weight transfer initialized"})))
 }
 
-/// Receives `info`'s tensors into the engine and drops its prefix cache.
+/// Receives `info`'s tensors into the engine (which drops its prefix cache).
 async fn receive(s: &AppState, info: WeightUpdateInfo) -> Result<u64, ApiError> {
     let n = info.names.len();
     if info.dtype_names.len() != n || info.shapes.len() != n {
@@ -171,7 +171,6 @@ async fn receive(s: &AppState, info: WeightUpdateInfo) -> Result<u64, ApiError> 
             "no weight transfer group; call /init_weight_transfer_engine first".to_string(),
         )?;
         receive_into(engine, group, &info, &kinds)?;
-        engine.reset_prefix_cache();
         Ok(true)
     })
     .await
@@ -188,8 +187,9 @@ fn receive_into(
     kinds: &[Kind],
 ) -> Result<(), String> {
     let device = tch::Device::Cuda(group.device);
-    let vars = engine.model().var_store().variables();
     let tied = engine.model().config().tie_word_embeddings;
+    // Through `model_mut`: new weights drop the prefix cache.
+    let vars = engine.model_mut().var_store().variables();
     let _guard = tch::no_grad_guard();
     let mut problems = Vec::new();
     let mut load = |name: &str, t: &Tensor| match vars.get(name) {
@@ -274,14 +274,8 @@ async fn collective_rpc(
                     ))
                 }
             };
-            let resolved = crate::weights_root::confine(s.weights_root.as_deref(), &path)?;
-            let version = crate::server::load_weights(&s, resolved, &path).await?;
-            with_engine(&s, StatusCode::INTERNAL_SERVER_ERROR, |e| {
-                e.reset_prefix_cache();
-                Ok(false)
-            })
-            .await?;
-            version
+            // Loading drops the prefix cache (`InferenceEngine::model_mut`).
+            crate::server::load_weights(&s, &path).await?
         }
         "skyrl_start_weight_update" => {
             v.update_open.store(true, Ordering::SeqCst);
