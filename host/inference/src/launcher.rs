@@ -4,6 +4,7 @@
 //! or `vllm serve` (backend `vllm`: a free port chosen here, ready once
 //! `/health` answers, with `VLLM_SERVER_DEV_MODE=1` for the control endpoints).
 
+use crate::keys::{ADMIN_KEY_VAR, API_KEY_VAR};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -153,10 +154,10 @@ fn start_skyrl(launch: &ServerLaunch, program: &Path) -> Result<(Child, String)>
                 .iter()
                 .flat_map(|d| ["--weights-root".into(), d.clone().into_os_string()]),
         )
-        .env_remove("SKYRL_API_KEY")
-        .env_remove("SKYRL_ADMIN_KEY");
+        .env_remove(API_KEY_VAR)
+        .env_remove(ADMIN_KEY_VAR);
     if let Some((api, admin)) = &launch.skyrl_keys {
-        cmd.env("SKYRL_API_KEY", api).env("SKYRL_ADMIN_KEY", admin);
+        cmd.env(API_KEY_VAR, api).env(ADMIN_KEY_VAR, admin);
     }
     let mut child = cmd
         .stdin(Stdio::null())
@@ -193,12 +194,6 @@ fn start_skyrl(launch: &ServerLaunch, program: &Path) -> Result<(Child, String)>
             }
         }
     }
-}
-
-/// A fresh random key (256 bits, hex).
-pub fn random_key() -> String {
-    let bytes: [u8; 32] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `skyrl serve` flags besides model, host and port.

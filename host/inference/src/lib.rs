@@ -16,6 +16,7 @@
 pub mod config;
 mod engine;
 pub mod engine_settings;
+pub mod keys;
 pub mod launcher;
 pub mod local;
 pub mod nccl;

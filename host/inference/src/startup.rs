@@ -11,7 +11,8 @@ use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, Tokenizer};
 
 use crate::config::InferenceEngineConfig;
 use crate::engine_settings::builtin_engine_settings;
-use crate::launcher::{random_key, EngineProgram, LocalServers, ServerLaunch, VllmLaunch};
+use crate::keys::{key_or_env, random_key, ADMIN_KEY_VAR, API_KEY_VAR};
+use crate::launcher::{EngineProgram, LocalServers, ServerLaunch, VllmLaunch};
 use crate::placement::{EngineKind, Placement};
 use crate::remote::{ControlProtocol, RemoteEngines, RemoteEnginesConfig};
 use crate::RolloutEngine;
@@ -59,13 +60,8 @@ pub fn start_engines(
     policy: &PolicySource,
 ) -> Result<RolloutEngine> {
     let engine = EngineKind::parse(&ie.backend)?;
-    let from_env = |key: &Option<String>, var: &str| {
-        key.clone()
-            .or_else(|| std::env::var(var).ok())
-            .filter(|k| !k.is_empty())
-    };
-    let api_key = from_env(&ie.api_key, "SKYRL_API_KEY");
-    let admin_key = from_env(&ie.admin_key, "SKYRL_ADMIN_KEY");
+    let api_key = key_or_env(&ie.api_key, API_KEY_VAR);
+    let admin_key = key_or_env(&ie.admin_key, ADMIN_KEY_VAR);
     let client_config = |urls: Vec<String>,
                          model: Option<String>,
                          api_key: Option<String>,

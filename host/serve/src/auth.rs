@@ -103,8 +103,13 @@ pub(crate) async fn check(State(s): State<AppState>, request: Request, next: Nex
             }
         }
         Access::Admin => {
-            let needed = keys.admin_key.as_ref().or(keys.api_key.as_ref());
-            if needed.is_some_and(|k| !given.is_some_and(|g| same(g, k))) {
+            // The admin key when set, else the API key.
+            let needed = if keys.admin_key.is_some() {
+                &keys.admin_key
+            } else {
+                &keys.api_key
+            };
+            if needed.is_some() && !is(needed) {
                 if keys.admin_key.is_some() && is(&keys.api_key) {
                     return refuse(
                         StatusCode::FORBIDDEN,

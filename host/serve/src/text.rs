@@ -9,7 +9,8 @@ use skyrl_model::{Completion, StopMatch, Tokenizer};
 /// The lowest log-prob reported (OpenAI's floor); also replaces NaN.
 const LOGPROB_FLOOR: f32 = -9999.0;
 
-fn finite(lp: f32) -> f32 {
+/// `lp` floored at [`LOGPROB_FLOOR`] (JSON cannot carry -inf).
+pub(crate) fn finite(lp: f32) -> f32 {
     lp.max(LOGPROB_FLOOR)
 }
 

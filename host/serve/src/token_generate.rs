@@ -12,7 +12,8 @@
 //!   "logprobs": {"content": [{"token": "token_id:N", "logprob",
 //!   "top_logprobs"}]} | null}], "prompt_logprobs", "kv_transfer_params": null}`.
 //!   As in vLLM, `logprobs: k` gives each token's entry `max(k, 1)`
-//!   alternatives, the sampled token first, and log-probs are floored at -9999;
+//!   alternatives, the sampled token first, and log-probs are floored at -9999
+//!   (as everywhere in this server);
 //!   `prompt_logprobs` is `[null, {"id": {"logprob", "rank", "decoded_token"}},
 //!   ...]`, one map per prompt position holding the prompt token and the top
 //!   alternatives.
@@ -27,10 +28,7 @@ use skyrl_model::Completion;
 
 use crate::generate::{check_model, request_id, Plan};
 use crate::server::{bad, ApiError, AppState};
-use crate::text::token_text;
-
-/// vLLM's floor for log-probs in JSON answers (it cannot write -inf).
-const LOGPROB_FLOOR: f32 = -9999.0;
+use crate::text::{finite, token_text};
 
 /// vLLM's `GenerateRequest`.
 #[derive(Deserialize)]
@@ -244,10 +242,6 @@ pub(crate) async fn generate(
     })))
 }
 
-fn floor(lp: f32) -> f32 {
-    lp.max(LOGPROB_FLOOR)
-}
-
 /// vLLM's chat-style entries: `max(k, 1)` alternatives, the sampled token
 /// first, then the most likely others.
 fn token_logprobs(c: &Completion, k: usize) -> Value {
@@ -264,11 +258,11 @@ fn token_logprobs(c: &Completion, k: usize) -> Value {
             alternatives.truncate(k.max(1));
             let top: Vec<Value> = alternatives
                 .into_iter()
-                .map(|(t, l)| json!({"token": format!("token_id:{t}"), "logprob": floor(l), "bytes": null}))
+                .map(|(t, l)| json!({"token": format!("token_id:{t}"), "logprob": finite(l), "bytes": null}))
                 .collect();
             json!({
                 "token": format!("token_id:{id}"),
-                "logprob": floor(lp),
+                "logprob": finite(lp),
                 "bytes": null,
                 "top_logprobs": top,
             })
@@ -288,11 +282,11 @@ fn prompt_logprob_maps(s: &AppState, prompt: &[i64], c: &Completion) -> Value {
         let mut map = Map::new();
         map.insert(
             e.token.to_string(),
-            json!({"logprob": floor(e.logprob), "rank": e.rank, "decoded_token": token_text(&s.tokenizer, e.token)}),
+            json!({"logprob": finite(e.logprob), "rank": e.rank, "decoded_token": token_text(&s.tokenizer, e.token)}),
         );
         for (rank, &(t, l)) in e.top.iter().enumerate() {
             map.entry(t.to_string()).or_insert_with(|| {
-                json!({"logprob": floor(l), "rank": rank + 1, "decoded_token": token_text(&s.tokenizer, t)})
+                json!({"logprob": finite(l), "rank": rank + 1, "decoded_token": token_text(&s.tokenizer, t)})
             });
         }
         out.push(Value::Object(map));

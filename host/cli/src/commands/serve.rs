@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use skyrl_inference::engine_settings::gpu_kv_budget;
+use skyrl_inference::keys::{key_or_env, ADMIN_KEY_VAR, API_KEY_VAR};
 use skyrl_model::{CausalLm, EngineSettings, InferenceEngine, LoadOptions, Tokenizer};
 use skyrl_serve::auth::AuthKeys;
 use skyrl_serve::limits::Limits;
@@ -92,14 +93,9 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The keys from the flags or the environment (empty values are unset).
     fn keys(&self) -> AuthKeys {
-        let pick = |flag: &Option<String>, var: &str| {
-            flag.clone()
-                .or_else(|| std::env::var(var).ok())
-                .filter(|k| !k.is_empty())
-        };
         AuthKeys {
-            api_key: pick(&self.api_key, "SKYRL_API_KEY"),
-            admin_key: pick(&self.admin_key, "SKYRL_ADMIN_KEY"),
+            api_key: key_or_env(&self.api_key, API_KEY_VAR),
+            admin_key: key_or_env(&self.admin_key, ADMIN_KEY_VAR),
         }
     }
 
