@@ -17,6 +17,13 @@ pub trait KvStore {
     fn layer_kv(&mut self, i: usize) -> &mut dyn LayerKv;
 }
 
+/// One store per layer, in layer order.
+impl<L: LayerKv> KvStore for Vec<L> {
+    fn layer_kv(&mut self, i: usize) -> &mut dyn LayerKv {
+        &mut self[i]
+    }
+}
+
 /// Keys and values of one layer: `[B, Hkv, capacity, D]`, the first `len` columns filled.
 #[derive(Debug)]
 pub struct LayerCache {

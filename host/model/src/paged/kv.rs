@@ -7,7 +7,7 @@
 
 use tch::Tensor;
 
-use crate::kv_cache::{KvStore, LayerKv};
+use crate::kv_cache::LayerKv;
 use crate::model::CausalLm;
 
 /// Keys and values of every layer, in token slots.
@@ -74,42 +74,29 @@ impl KvPool {
 
     /// A view for one forward: new tokens go to `write_slots [B*T]`, row `b`
     /// attends over `read_slots [B, S]`.
-    pub fn batch(&self, write_slots: &[i64], read_slots: &[i64], rows: i64) -> PagedKv {
+    pub fn batch(&self, write_slots: &[i64], read_slots: &[i64], rows: i64) -> Vec<PagedLayer> {
         let device = self.keys[0].device();
         let to_tensor = |v: &[i64]| Tensor::from_slice(v).to_device(device);
         let write = to_tensor(write_slots);
         let read = to_tensor(read_slots);
         let s = read_slots.len() as i64 / rows.max(1);
-        PagedKv {
-            layers: self
-                .keys
-                .iter()
-                .zip(&self.values)
-                .map(|(k, v)| PagedLayer {
-                    keys: k.shallow_clone(),
-                    values: v.shallow_clone(),
-                    write: write.shallow_clone(),
-                    read: read.shallow_clone(),
-                    rows,
-                    keys_per_row: s,
-                })
-                .collect(),
-        }
+        self.keys
+            .iter()
+            .zip(&self.values)
+            .map(|(k, v)| PagedLayer {
+                keys: k.shallow_clone(),
+                values: v.shallow_clone(),
+                write: write.shallow_clone(),
+                read: read.shallow_clone(),
+                rows,
+                keys_per_row: s,
+            })
+            .collect()
     }
 }
 
-/// The pool as one forward call sees it (see [`KvPool::batch`]).
-pub struct PagedKv {
-    layers: Vec<PagedLayer>,
-}
-
-impl KvStore for PagedKv {
-    fn layer_kv(&mut self, i: usize) -> &mut dyn LayerKv {
-        &mut self.layers[i]
-    }
-}
-
-struct PagedLayer {
+/// One layer of the pool as one forward call sees it (see [`KvPool::batch`]).
+pub struct PagedLayer {
     keys: Tensor,
     values: Tensor,
     write: Tensor,

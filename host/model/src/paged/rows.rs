@@ -16,7 +16,7 @@ use tch::{Kind, Tensor};
 
 use super::kv::KvPool;
 use super::SeqId;
-use crate::kv_cache::{KvStore, LayerKv};
+use crate::kv_cache::LayerKv;
 use crate::model::{mask_value, CausalLm};
 
 /// Positions added beyond the longest row when the capacity must grow.
@@ -186,23 +186,21 @@ pub fn forward_decode(
     let k = Tensor::arange(keys_len, (Kind::Int64, device)).view([1, 1, 1, keys_len]);
     let mask = Tensor::zeros([b, 1, 1, keys_len], (model.kind(), device))
         .masked_fill(&k.ge_tensor(&ends), mask_value(model.kind()));
-    let mut store = RowStore {
-        layers: cache
-            .keys
-            .iter()
-            .zip(&cache.values)
-            .zip(pool.keys().iter().zip(pool.values()))
-            .map(|((rk, rv), (pk, pv))| RowLayer {
-                row_keys: rk.shallow_clone(),
-                row_values: rv.shallow_clone(),
-                pool_keys: pk.shallow_clone(),
-                pool_values: pv.shallow_clone(),
-                pool_write: pool_write.shallow_clone(),
-                row_write: row_write.shallow_clone(),
-                keys_len,
-            })
-            .collect(),
-    };
+    let mut store: Vec<RowLayer> = cache
+        .keys
+        .iter()
+        .zip(&cache.values)
+        .zip(pool.keys().iter().zip(pool.values()))
+        .map(|((rk, rv), (pk, pv))| RowLayer {
+            row_keys: rk.shallow_clone(),
+            row_values: rv.shallow_clone(),
+            pool_keys: pk.shallow_clone(),
+            pool_values: pv.shallow_clone(),
+            pool_write: pool_write.shallow_clone(),
+            row_write: row_write.shallow_clone(),
+            keys_len,
+        })
+        .collect();
     let hidden = model.forward_hidden(&ids, &positions, &mask, Some(&mut store));
     for len in &mut cache.lens {
         *len += 1;
@@ -210,16 +208,6 @@ pub fn forward_decode(
     model
         .logits(&hidden.view([b, hidden.size()[2]]))
         .to_kind(Kind::Float)
-}
-
-struct RowStore {
-    layers: Vec<RowLayer>,
-}
-
-impl KvStore for RowStore {
-    fn layer_kv(&mut self, i: usize) -> &mut dyn LayerKv {
-        &mut self.layers[i]
-    }
 }
 
 struct RowLayer {
