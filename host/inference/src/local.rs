@@ -6,12 +6,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
-use skyrl_model::{
-    Completion, EngineStats, InferenceEngine, SampleStream, SamplingParams, SeqId, SeqRequest,
-};
+use skyrl_model::{Completion, EngineStats, InferenceEngine, SampleStream, SamplingParams, SeqId};
 use tokio::sync::oneshot;
 
 type Reply = oneshot::Sender<std::result::Result<(Vec<Completion>, u64), String>>;
@@ -152,36 +150,16 @@ impl LocalEngine {
 
 /// Submits every prompt of `p`; on bad input the request fails alone.
 fn submit(engine: &InferenceEngine, routes: &mut Routes, p: Pending, version: u64) {
-    if p.prompts.len() != p.streams.len() {
-        let _ = p.reply.send(Err(format!(
-            "{} prompts but {} sampling streams",
-            p.prompts.len(),
-            p.streams.len()
-        )));
-        return;
-    }
-    if p.prompts.is_empty() {
+    let ids = match engine.submit_all(p.prompts, &p.streams, p.params) {
+        Ok(ids) => ids,
+        Err(e) => {
+            let _ = p.reply.send(Err(e.to_string()));
+            return;
+        }
+    };
+    if ids.is_empty() {
         let _ = p.reply.send(Ok((Vec::new(), version)));
         return;
-    }
-    let params = Arc::new(p.params);
-    let mut ids = Vec::with_capacity(p.prompts.len());
-    for (prompt, stream) in p.prompts.into_iter().zip(p.streams) {
-        let request = SeqRequest {
-            prompt,
-            stream,
-            params: params.clone(),
-        };
-        match engine.submit(request) {
-            Ok(id) => ids.push(id),
-            Err(e) => {
-                for id in ids {
-                    engine.abort(id);
-                }
-                let _ = p.reply.send(Err(e.to_string()));
-                return;
-            }
-        }
     }
     let key = routes.next;
     routes.next += 1;

@@ -7,11 +7,11 @@
 //! - [`InferenceEngine::submit`] + [`InferenceEngine::step`]: a server loop that
 //!   admits new requests between steps and streams each step's new tokens.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rand::Rng;
 
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::model::CausalLm;
 use crate::paged::{Core, EngineStats};
 use crate::sampling::{Completion, SamplingParams};
@@ -104,6 +104,43 @@ impl InferenceEngine {
     pub fn submit(&self, request: SeqRequest) -> Result<SeqId> {
         self.core()
             .submit(&self.model, self.tokenizer.as_ref(), request)
+    }
+
+    /// Queues one sequence per prompt, prompt `i` sampling from `streams[i]`,
+    /// all with `params`. All or nothing: on the first refused prompt the
+    /// ones already queued are aborted and the error returned.
+    pub fn submit_all(
+        &self,
+        prompts: Vec<Vec<i64>>,
+        streams: &[SampleStream],
+        params: SamplingParams,
+    ) -> Result<Vec<SeqId>> {
+        if prompts.len() != streams.len() {
+            return Err(ModelError::Input(format!(
+                "{} prompts but {} sampling streams",
+                prompts.len(),
+                streams.len()
+            )));
+        }
+        let params = Arc::new(params);
+        let mut ids = Vec::with_capacity(prompts.len());
+        for (prompt, stream) in prompts.into_iter().zip(streams) {
+            let request = SeqRequest {
+                prompt,
+                stream: *stream,
+                params: params.clone(),
+            };
+            match self.submit(request) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for id in ids {
+                        self.abort(id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(ids)
     }
 
     /// Runs one engine step: admits waiting sequences (prefilling their

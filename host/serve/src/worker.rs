@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc};
 
 use skyrl_model::{
     CausalLm, Completion, InferenceEngine, LoadOptions, ModelError, SampleStream, SamplingParams,
-    SeqId, SeqRequest, SeqUpdate,
+    SeqId, SeqUpdate,
 };
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
@@ -276,37 +276,17 @@ impl WorkerState {
         if h.reply.is_closed() {
             return;
         }
-        if h.prompts.len() != h.streams.len() {
-            let _ = h.reply.send(Err(GenerateError::Rejected(format!(
-                "{} prompts but {} sampling streams",
-                h.prompts.len(),
-                h.streams.len()
-            ))));
-            return;
-        }
-        if h.prompts.is_empty() {
+        let ids = match self.engine.submit_all(h.prompts, &h.streams, h.params) {
+            Ok(ids) => ids,
+            Err(e) => {
+                let _ = h.reply.send(Err(reject(e)));
+                return;
+            }
+        };
+        if ids.is_empty() {
             let version = self.version.load(Ordering::SeqCst);
             let _ = h.reply.send(Ok((Vec::new(), version)));
             return;
-        }
-        let params = Arc::new(h.params);
-        let mut ids = Vec::with_capacity(h.prompts.len());
-        for (prompt, stream) in h.prompts.into_iter().zip(h.streams) {
-            let request = SeqRequest {
-                prompt,
-                stream,
-                params: params.clone(),
-            };
-            match self.engine.submit(request) {
-                Ok(id) => ids.push(id),
-                Err(e) => {
-                    for id in ids {
-                        self.engine.abort(id);
-                    }
-                    let _ = h.reply.send(Err(reject(e)));
-                    return;
-                }
-            }
         }
         let key = self.next_request;
         self.next_request += 1;

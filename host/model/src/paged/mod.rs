@@ -199,33 +199,9 @@ pub(crate) fn run_to_completion(
             ids: Vec::new(),
             error: None,
         };
-        if prompts.len() != streams.len() {
-            slot.error = Some(ModelError::Input(format!(
-                "{} prompts but {} sampling streams",
-                prompts.len(),
-                streams.len()
-            )));
-        } else {
-            let params = Arc::new(params.clone());
-            for (prompt, stream) in prompts.iter().zip(streams) {
-                let request = SeqRequest {
-                    prompt: prompt.clone(),
-                    stream: *stream,
-                    params: params.clone(),
-                };
-                match engine.submit(request) {
-                    Ok(id) => slot.ids.push(id),
-                    Err(e) => {
-                        slot.error = Some(e);
-                        break;
-                    }
-                }
-            }
-            if slot.error.is_some() {
-                for id in slot.ids.drain(..) {
-                    engine.abort(id);
-                }
-            }
+        match engine.submit_all(prompts.to_vec(), streams, params.clone()) {
+            Ok(ids) => slot.ids = ids,
+            Err(e) => slot.error = Some(e),
         }
         slots.push(slot);
     }
