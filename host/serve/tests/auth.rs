@@ -5,11 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{rt, spawn_router, tiny_state};
+use common::{python, rt, spawn_router, tiny_state};
 use serde_json::{json, Value};
 use skyrl_inference::remote::{RemoteEngines, RemoteEnginesConfig, RemoteError};
 use skyrl_model::{init_tiny_model, Arch, SampleStream, SamplingParams, TinySize};
@@ -122,15 +121,6 @@ fn keys_guard_user_and_admin_routes() {
         assert!(err.to_string().contains(&url), "{err}");
         assert!(start.elapsed() < Duration::from_secs(5));
     }
-}
-
-/// The Python interpreter with `openai`: `$SKYRL_PYTHON`, else the project venv.
-fn python() -> PathBuf {
-    std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
-        })
 }
 
 #[test]

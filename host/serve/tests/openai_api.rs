@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::spawn_router;
+use common::{python, spawn_router};
 use serde_json::{json, Value};
 use skyrl_model::{
     init_tiny_model, Arch, CausalLm, EngineSettings, InferenceEngine, LoadOptions, TinySize,
@@ -93,21 +93,6 @@ fn sse_data(body: &str) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-/// The Python interpreter with the `openai` package: `$SKYRL_PYTHON`, else the project venv.
-fn python() -> PathBuf {
-    let p = std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
-        });
-    assert!(
-        p.exists(),
-        "the OpenAI client test needs Python with `openai` (scripts/setup): set SKYRL_PYTHON (tried {})",
-        p.display()
-    );
-    p
 }
 
 #[test]

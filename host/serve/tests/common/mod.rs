@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use skyrl_model::{CausalLm, InferenceEngine, LoadOptions, Tokenizer};
 use skyrl_serve::server::AppState;
@@ -57,4 +57,20 @@ pub fn tiny_state(dir: &Path) -> AppState {
         Tokenizer::from_dir(dir).unwrap(),
         "tiny".into(),
     )
+}
+
+/// The Python interpreter with the `openai` package: `$SKYRL_PYTHON`, else the
+/// project venv (scripts/setup).
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("SKYRL_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
+        });
+    assert!(
+        p.exists(),
+        "the OpenAI client tests need Python with `openai` (scripts/setup): set SKYRL_PYTHON (tried {})",
+        p.display()
+    );
+    p
 }
