@@ -29,6 +29,9 @@ enum Command {
     /// Create models.
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
+    /// Check datasets as the trainer loads them.
+    #[command(subcommand)]
+    Data(commands::data::DataCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Train(args) => commands::train::run(args),
         Command::Model(cmd) => commands::model::run(cmd),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Data(cmd) => commands::data::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -21,6 +21,7 @@ pub mod checkpointing;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod hub;
 pub mod kv_cache;
 pub mod layers;
 pub mod model;
@@ -42,6 +43,7 @@ pub use engine::{
     SeqUpdate,
 };
 pub use error::{ModelError, Result};
+pub use hub::{resolve_model, HubError, HubId, RepoType};
 pub use model::{CausalLm, LoadOptions, LogprobOptions, TokenLogprobs};
 pub use paged::EngineStats;
 pub use sampling::{

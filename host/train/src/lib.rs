@@ -7,7 +7,8 @@
 //! ([`checkpoint`]), the roles as workers ([`workers`]: policy, reference,
 //! each distributed over the ranks by its strategy), the ranks themselves
 //! ([`dist`], on skyrl-distributed's c10d process group) and the trainer
-//! loop that sequences them ([`trainer`]).
+//! loop that sequences them ([`trainer`]), reporting to experiment
+//! trackers ([`tracking`]).
 //!
 //! Rollouts come from skyrl-rollout, engines and weight sync from
 //! skyrl-inference; this crate never serves HTTP and never parses a command
@@ -22,5 +23,6 @@ pub mod dist;
 pub mod metrics;
 pub mod model_setup;
 pub mod optim;
+pub mod tracking;
 pub mod trainer;
 pub mod workers;

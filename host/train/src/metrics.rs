@@ -133,68 +133,138 @@ fn register_system_font() -> bool {
     false
 }
 
-/// Draws the train reward (and eval reward, when logged) against the step into a
-/// PNG. Text labels are drawn only when a system TrueType font is found.
-pub fn plot_reward_curve(metrics_path: &Path, png: &Path) -> Result<()> {
-    let series = read_series(metrics_path)?;
-    let train = series.get("reward/mean").cloned().unwrap_or_default();
-    let eval = series.get("eval/reward_mean").cloned().unwrap_or_default();
-    let all: Vec<&(f64, f64)> = train.iter().chain(eval.iter()).collect();
-    let x_max = all.iter().map(|p| p.0).fold(1.0f64, f64::max);
-    let y_min = all.iter().map(|p| p.1).fold(0.0f64, f64::min);
-    let y_max = all.iter().map(|p| p.1).fold(1.0f64, f64::max);
-    let fonts = register_system_font();
-    let root = BitMapBackend::new(png, (800, 500)).into_drawing_area();
-    root.fill(&WHITE)
-        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-    let mut builder = ChartBuilder::on(&root);
-    builder.margin(20);
+/// One curve of a panel: its label, colour, points, and whether each point
+/// gets a marker (sparse series such as evaluations).
+struct Curve<'a> {
+    label: &'a str,
+    color: RGBColor,
+    points: Vec<(f64, f64)>,
+    markers: bool,
+}
+
+fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("plot: {e}")
+}
+
+/// Draws `curves` against the step in `area`, titled `title`.
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_desc: &str,
+    curves: Vec<Curve>,
+    fonts: bool,
+) -> Result<()> {
+    let all = || curves.iter().flat_map(|c| c.points.iter());
+    let x_max = all().map(|p| p.0).fold(1.0f64, f64::max);
+    let (mut y_min, mut y_max) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+        (lo.min(p.1), hi.max(p.1))
+    });
+    if !y_min.is_finite() || !y_max.is_finite() {
+        (y_min, y_max) = (0.0, 1.0);
+    }
+    if y_max - y_min < 1e-9 {
+        (y_min, y_max) = (y_min - 0.5, y_max + 0.5);
+    }
+    let pad = (y_max - y_min) * 0.05;
+    let mut builder = ChartBuilder::on(area);
+    builder.margin(15);
     if fonts {
         builder
-            .caption("reward", ("sans-serif", 24))
-            .x_label_area_size(40)
-            .y_label_area_size(50);
+            .caption(title, ("sans-serif", 20))
+            .x_label_area_size(35)
+            .y_label_area_size(55);
     }
     let mut chart = builder
-        .build_cartesian_2d(0f64..x_max, y_min..y_max)
-        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        .build_cartesian_2d(0f64..x_max, (y_min - pad)..(y_max + pad))
+        .map_err(plot_err)?;
     let mut mesh = chart.configure_mesh();
     if fonts {
-        mesh.x_desc("step").y_desc("mean reward");
+        mesh.x_desc("step").y_desc(y_desc);
     } else {
         mesh.disable_x_mesh().disable_y_mesh();
     }
-    mesh.draw().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-    let train_series = chart
-        .draw_series(LineSeries::new(train, BLUE.stroke_width(2)))
-        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-    if fonts {
-        train_series
-            .label("train")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE));
-    }
-    if !eval.is_empty() {
-        chart
-            .draw_series(eval.iter().map(|&p| Circle::new(p, 4, RED.filled())))
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-        let eval_series = chart
-            .draw_series(LineSeries::new(eval, RED.stroke_width(2)))
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    mesh.draw().map_err(plot_err)?;
+    let mut labelled = false;
+    for c in curves.into_iter().filter(|c| !c.points.is_empty()) {
+        let color = c.color;
+        if c.markers {
+            chart
+                .draw_series(c.points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                .map_err(plot_err)?;
+        }
+        let series = chart
+            .draw_series(LineSeries::new(c.points, color.stroke_width(2)))
+            .map_err(plot_err)?;
         if fonts {
-            eval_series
-                .label("eval (greedy)")
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED));
+            series
+                .label(c.label)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+            labelled = true;
         }
     }
-    if fonts {
+    if labelled {
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .position(SeriesLabelPosition::LowerRight)
             .draw()
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(plot_err)?;
     }
+    Ok(())
+}
+
+/// Draws the run's curves against the step into a PNG: the train reward with
+/// the eval reward's points on top, and below it the KL to the reference and
+/// the mean response length (with its max). Text labels are drawn only when a
+/// system TrueType font is found.
+pub fn plot_reward_curve(metrics_path: &Path, png: &Path) -> Result<()> {
+    let series = read_series(metrics_path)?;
+    let get = |k: &str| series.get(k).cloned().unwrap_or_default();
+    let fonts = register_system_font();
+    let root = BitMapBackend::new(png, (900, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let (top, bottom) = root.split_vertically(440);
+    let (left, right) = bottom.split_horizontally(450);
+    let curve = |label, color, points, markers| Curve {
+        label,
+        color,
+        points,
+        markers,
+    };
+    draw_panel(
+        &top,
+        "reward",
+        "mean reward",
+        vec![
+            curve("train", BLUE, get("reward/mean"), false),
+            curve("eval (greedy)", RED, get("eval/reward_mean"), true),
+        ],
+        fonts,
+    )?;
+    // `kl` is the policy-to-reference KL of the step (0 without a reference).
+    draw_panel(
+        &left,
+        "KL to reference",
+        "kl",
+        vec![curve("kl", MAGENTA, get("kl"), false)],
+        fonts,
+    )?;
+    draw_panel(
+        &right,
+        "response length",
+        "tokens",
+        vec![
+            curve("mean", GREEN, get("response_length/mean"), false),
+            curve(
+                "max",
+                RGBColor(120, 120, 120),
+                get("response_length/max"),
+                false,
+            ),
+        ],
+        fonts,
+    )?;
     root.present()
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", png.display()))?;
     Ok(())

@@ -1,6 +1,7 @@
-//! Where the policy / reference weights come from: a Hugging Face directory
-//! (`model.path`) or a random tiny init (`model.init`, or no model at all),
-//! written once into the run's export directory.
+//! Where the policy / reference weights come from: a Hugging Face directory or
+//! hub name resolved in the local hub cache (`model.path`), or a random tiny
+//! init (`model.init`, or no model at all), written once into the run's export
+//! directory.
 
 use std::path::{Path, PathBuf};
 
@@ -11,16 +12,17 @@ use skyrl_model::{Arch, CausalLm, LoadOptions};
 use tch::{Device, Kind};
 
 use crate::config::{ModelConfig, TinyModelSpec};
-use crate::dataset::expand_home;
 
 /// Built-in tokenizer names accepted by `model.init.tokenizer`.
 pub const CHAR_TOKENIZER: &str = "char";
 
-/// The model directory for `model`: `path` as is, otherwise a random init from
-/// `init` (defaults when null) created in `init_dir` unless it already holds one.
+/// The model directory for `model`: `path` (a local directory, else a hub name
+/// `org/name[@revision]` found in the Hugging Face cache), otherwise a random
+/// init from `init` (defaults when null) created in `init_dir` unless it
+/// already holds one.
 pub fn resolve_model_dir(model: &ModelConfig, init_dir: &Path, seed: u64) -> Result<PathBuf> {
     if let Some(p) = &model.path {
-        let dir = expand_home(p);
+        let dir = skyrl_model::resolve_model(p)?;
         if !dir.join("config.json").is_file() {
             bail!(
                 "model path {} is not a Hugging Face model directory (no config.json); \

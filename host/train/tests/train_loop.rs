@@ -90,7 +90,8 @@ fn params(trainer: &Trainer) -> Vec<(String, Tensor)> {
 #[test]
 fn two_steps_have_finite_metrics_and_write_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
-    let mut trainer = trainer(config(dir.path(), &[]));
+    let dumps = ["trainer.dump_data_batch=true", "trainer.hf_save_interval=2"];
+    let mut trainer = trainer(config(dir.path(), &dumps));
     let before = params(&trainer);
     let summary = trainer
         .run(&TrainOptions {
@@ -162,6 +163,70 @@ fn two_steps_have_finite_metrics_and_write_checkpoints() {
     assert_eq!(lines.lines().count(), 2);
     let png = summary.plot_path.expect("reward curve drawn");
     assert!(std::fs::metadata(png).unwrap().len() > 1000);
+    check_dumps(&dir.path().join("exports"), eval);
+}
+
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// skyrl-train's dump layout: HF exports every `hf_save_interval` steps, each
+/// training batch (`dump_data_batch`), each evaluation (`dump_eval_results`).
+fn check_dumps(exports: &Path, eval: &skyrl_train::metrics::StepMetrics) {
+    let policy = exports.join("global_step_2/policy");
+    assert!(policy.join("config.json").is_file() && policy.join("tokenizer.json").is_file());
+    assert!(
+        !exports.join("global_step_1").exists(),
+        "hf_save_interval=2 skips step 1"
+    );
+    for step in [1, 2] {
+        let rows = json_lines(&exports.join(format!(
+            "dumped_data/global_step_{step}_training_input.jsonl"
+        )));
+        assert_eq!(rows.len(), 16, "4 prompts x 4 samples");
+        for r in &rows {
+            let n = r["response_ids"].as_array().unwrap().len();
+            for k in [
+                "loss_mask",
+                "rewards",
+                "advantages",
+                "action_log_probs",
+                "base_action_log_probs",
+            ] {
+                assert_eq!(r[k].as_array().unwrap().len(), n, "{k} per response token");
+            }
+            assert!(r["uid"].is_string() && !r["prompt_token_ids"].as_array().unwrap().is_empty());
+        }
+        // GRPO: the 4 samples of a prompt share its uid.
+        assert_eq!(rows[0]["uid"], rows[3]["uid"]);
+    }
+    let evals = exports.join("dumped_evals/global_step_2_evals");
+    // The string_transform rows name no data_source.
+    let rows = json_lines(&evals.join("unknown.jsonl"));
+    assert_eq!(rows.len(), 100);
+    let mean = rows
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .sum::<f64>()
+        / 100.0;
+    assert!(
+        (mean - eval["eval/reward_mean"]).abs() < 1e-9,
+        "{mean} vs {}",
+        eval["eval/reward_mean"]
+    );
+    assert!(rows
+        .iter()
+        .all(|r| !r["input_prompt"].as_str().unwrap().is_empty()));
+    assert_eq!(rows[0]["env_class"], "string_transform");
+    let agg = json_lines(&evals.join("aggregated_results.jsonl"));
+    assert_eq!(
+        agg[0]["eval/reward_mean"].as_f64().unwrap(),
+        eval["eval/reward_mean"]
+    );
 }
 
 #[test]

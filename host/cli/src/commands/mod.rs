@@ -1,6 +1,7 @@
 //! One module per `skyrl` subcommand.
 
 pub mod build;
+pub mod data;
 pub mod env;
 pub mod model;
 pub mod plugin;

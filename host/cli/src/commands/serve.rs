@@ -18,16 +18,19 @@ use skyrl_serve::{EngineWorker, LISTENING_PREFIX};
 /// Flags keep vLLM's spelling (`vllm serve`), so launch scripts carry over.
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Hugging Face model directory (config, safetensors, tokenizer).
+    /// Hugging Face model directory (config, safetensors, tokenizer), or a hub
+    /// name `org/name[@revision]` already in the Hugging Face cache
+    /// ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub).
     #[arg(long)]
-    model: PathBuf,
+    model: String,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
     /// Port to listen on (0 picks a free one; the address is printed on stdout).
     #[arg(long, default_value_t = 8000)]
     port: u16,
-    /// Model name reported by /v1/models (default: the directory name).
+    /// Model name reported by /v1/models (default: the hub name as given, or
+    /// the directory name).
     #[arg(long)]
     served_model_name: Option<String>,
     /// Most sequences running together (also the largest `n` of a request).
@@ -171,18 +174,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         device: tch::Device::cuda_if_available(),
         kind: tch::Kind::Float,
     };
-    let model = CausalLm::from_pretrained(&args.model, &options)
-        .with_context(|| format!("cannot load the model from {}", args.model.display()))?;
-    let tokenizer = Tokenizer::from_dir(&args.model)?;
+    let model_dir = skyrl_model::resolve_model(&args.model)?;
+    let model = CausalLm::from_pretrained(&model_dir, &options)
+        .with_context(|| format!("cannot load the model from {}", model_dir.display()))?;
+    let tokenizer = Tokenizer::from_dir(&model_dir)?;
     let mut settings = args.settings();
     if settings.kv_cache_bytes.is_none() {
         settings.kv_cache_bytes = gpu_kv_budget(&model, args.gpu_memory_utilization)?;
     }
-    let engine = InferenceEngine::new(model, Some(Tokenizer::from_dir(&args.model)?))
+    let engine = InferenceEngine::new(model, Some(Tokenizer::from_dir(&model_dir)?))
         .with_settings(settings)
         .context("bad engine settings")?;
     let model_name = args.served_model_name.unwrap_or_else(|| {
-        args.model
+        if skyrl_model::hub::is_hub_name(&args.model) {
+            return args.model.clone();
+        }
+        model_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "skyrl".into())

@@ -198,7 +198,9 @@ fn bench_python(args: &Args, dir: &std::path::Path) -> Result<serde_json::Value>
         .python
         .clone()
         .or_else(|| std::env::var_os("SKYRL_PYTHON").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/work/main/.deps/venv/bin/python"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
+        });
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/model_bench.py");
     let out = Command::new(&python)
         .arg(&script)

@@ -22,7 +22,9 @@ pub fn cpu() -> LoadOptions {
 pub fn python() -> PathBuf {
     let path = std::env::var_os("SKYRL_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/main/.deps/venv/bin/python"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
+        });
     assert!(
         path.exists(),
         "parity reference unavailable: Python interpreter {} not found. Set SKYRL_PYTHON to a \

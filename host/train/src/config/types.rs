@@ -22,7 +22,8 @@ pub struct SkyrlConfig {
     pub environment: EnvironmentConfig,
 }
 
-/// `data.*`: dataset files (JSONL or Parquet in skyrl's schema).
+/// `data.*`: dataset files (JSONL or Parquet in skyrl's schema), globs,
+/// directories or Hugging Face data sets (`dataset::sources`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DataConfig {
@@ -88,8 +89,9 @@ pub struct TrainerConfig {
     pub flash_attn: bool,
     pub project_name: String,
     pub run_name: String,
-    /// `console`, `jsonl` or `wandb` style sink name (interpreted by the CLI).
-    pub logger: String,
+    /// Experiment trackers: one name or a list of `console`, `tensorboard`,
+    /// `mlflow`, `wandb` (`metrics.jsonl` is always written).
+    pub logger: LoggerNames,
     pub dump_data_batch: bool,
     pub dump_eval_results: bool,
 }
@@ -133,10 +135,30 @@ impl Default for TrainerConfig {
             flash_attn: true,
             project_name: "skyrl".into(),
             run_name: "test_run".into(),
-            logger: "console".into(),
+            logger: LoggerNames(vec!["console".into()]),
             dump_data_batch: false,
             dump_eval_results: true,
         }
+    }
+}
+
+/// `trainer.logger`: one tracker name or a list of them (SkyRL accepts both).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(transparent)]
+pub struct LoggerNames(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for LoggerNames {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(s) => LoggerNames(vec![s]),
+            OneOrMany::Many(v) => LoggerNames(v),
+        })
     }
 }
 
@@ -169,7 +191,8 @@ impl Default for PlacementConfig {
     }
 }
 
-/// A model: a local path (HF-style directory / safetensors) or a tiny random init.
+/// A model: a local path (HF-style directory / safetensors) or a Hugging Face
+/// name `org/name[@revision]` in the local hub cache, or a tiny random init.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelConfig {

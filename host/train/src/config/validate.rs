@@ -48,6 +48,10 @@ impl SkyrlConfig {
         let g = &self.generator;
         let dp = t.placement.policy_num_nodes * t.placement.policy_num_gpus_per_node;
 
+        if let Err(msg) = crate::tracking::parse_trackers(&t.logger.0) {
+            e.push(msg);
+        }
+
         // batch sizes
         for (k, v) in [
             ("trainer.train_batch_size", t.train_batch_size),

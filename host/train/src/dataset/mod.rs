@@ -1,12 +1,15 @@
 //! Prompt datasets in skyrl's schema (JSONL or Parquet) and a deterministic,
 //! resumable epoch sampler.
 //!
-//! Row schema: `prompt` (list of `{role, content}`), optional `env_class`, and
-//! any other columns (`reward_spec`, `extra_info`, `data_source`, ...), which are
-//! passed to the environment as `extras`.
+//! Row schema (that of SkyRL's example prep scripts): `prompt` (list of
+//! `{role, content}`), optional `env_class`, and any other columns
+//! (`reward_spec`, `extra_info`, `data_source`, ...), which are passed to the
+//! environment as `extras`. Entries name files, globs, directories or Hugging
+//! Face data sets ([`sources`]).
 
 mod parquet_rows;
 mod sampler;
+pub mod sources;
 
 use std::path::Path;
 
@@ -14,7 +17,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use parquet_rows::parquet_schema;
 pub use sampler::{DataPosition, EpochSampler};
+pub use sources::DataSources;
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +99,63 @@ fn parse_prompt(v: Value) -> Result<Vec<Message>> {
         .collect()
 }
 
+/// One record of a data file before the schema check: where it is and its
+/// JSON value, or why it could not be read (the message names the origin).
+#[derive(Debug)]
+pub struct RawRow {
+    /// `file:line` (JSONL) or `file#row` (Parquet).
+    pub origin: String,
+    /// The record as JSON, or why it could not be read or decoded.
+    pub value: Result<Value>,
+}
+
+impl RawRow {
+    /// The row, checked against the schema.
+    pub fn parse(self) -> Result<PromptRow> {
+        PromptRow::from_json(self.value?, self.origin)
+    }
+}
+
+/// Whether a data file is read as JSON lines or Parquet (by extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    /// `.jsonl` / `.json`: one object per non-empty line.
+    Jsonl,
+    /// `.parquet`.
+    Parquet,
+}
+
+impl FileFormat {
+    /// The format of `path`, or an error naming it.
+    pub fn of(path: &Path) -> Result<Self> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        match ext.as_str() {
+            "jsonl" | "json" => Ok(Self::Jsonl),
+            "parquet" => Ok(Self::Parquet),
+            _ => bail!(
+                "{}: unknown dataset format (expected .jsonl or .parquet)",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Hands every record of a data file to `visit`, in order, stopping at the
+/// first error `visit` returns. The file failing as a whole (missing, unknown
+/// format, not Parquet) is the returned error; a record that cannot be read is
+/// handed over as an error, and the scan goes on (for Parquet, a record that
+/// cannot be decoded ends the file).
+pub fn visit_rows(path: &Path, visit: &mut dyn FnMut(RawRow) -> Result<()>) -> Result<()> {
+    match FileFormat::of(path)? {
+        FileFormat::Jsonl => visit_jsonl(path, visit),
+        FileFormat::Parquet => parquet_rows::visit_parquet(path, visit),
+    }
+}
+
 /// Rows loaded from one or more files.
 #[derive(Debug, Clone, Default)]
 pub struct PromptDataset {
@@ -101,27 +163,28 @@ pub struct PromptDataset {
 }
 
 impl PromptDataset {
-    /// Loads every file (by extension: `.jsonl`/`.json` lines, or `.parquet`), in order.
-    /// A leading `~/` is expanded to `$HOME`.
-    pub fn load(paths: &[String]) -> Result<Self> {
+    /// Loads every entry (a file by extension: `.jsonl`/`.json` lines or
+    /// `.parquet`; a glob, a directory or a Hugging Face data set in this
+    /// process's hub cache: see [`sources`]), in order. A leading `~/` is
+    /// expanded to `$HOME`. The first bad row is an error naming its origin.
+    pub fn load(entries: &[String]) -> Result<Self> {
+        Self::load_from(&DataSources::from_env(), entries)
+    }
+
+    /// [`PromptDataset::load`] with hub names resolved by `sources`.
+    pub fn load_from(sources: &DataSources, entries: &[String]) -> Result<Self> {
         let mut rows = Vec::new();
-        for p in paths {
-            let path = expand_home(p);
-            let ext = path
-                .extension()
-                .and_then(|e| e.to_str())
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            let mut part = match ext.as_str() {
-                "jsonl" | "json" => load_jsonl(&path)?,
-                "parquet" => parquet_rows::load_parquet(&path)?,
-                _ => bail!(
-                    "{}: unknown dataset format (expected .jsonl or .parquet)",
-                    path.display()
-                ),
-            };
-            tracing::info!("loaded {} rows from {}", part.len(), path.display());
-            rows.append(&mut part);
+        for path in sources.expand_all(entries)? {
+            let before = rows.len();
+            visit_rows(&path, &mut |raw| {
+                rows.push(raw.parse()?);
+                Ok(())
+            })?;
+            tracing::info!(
+                "loaded {} rows from {}",
+                rows.len() - before,
+                path.display()
+            );
         }
         Ok(Self { rows })
     }
@@ -137,19 +200,26 @@ impl PromptDataset {
 
 pub use skyrl_model::expand_home;
 
-/// Reads a JSONL file: one object per non-empty line.
+/// Reads a JSONL file: one object per non-empty line; the first bad line is an error.
 pub fn load_jsonl(path: &Path) -> Result<Vec<PromptRow>> {
+    let mut rows = Vec::new();
+    visit_jsonl(path, &mut |raw| {
+        rows.push(raw.parse()?);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+fn visit_jsonl(path: &Path, visit: &mut dyn FnMut(RawRow) -> Result<()>) -> Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read dataset {}", path.display()))?;
-    let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let origin = format!("{}:{}", path.display(), i + 1);
-        let value: Value =
-            serde_json::from_str(line).with_context(|| format!("{origin}: invalid JSON"))?;
-        rows.push(PromptRow::from_json(value, origin)?);
+        let value = serde_json::from_str(line).with_context(|| format!("{origin}: invalid JSON"));
+        visit(RawRow { origin, value })?;
     }
-    Ok(rows)
+    Ok(())
 }

@@ -1,14 +1,17 @@
 //! Evaluation over the validation split with `generator.eval_sampling_params`
 //! (greedy by default): mean reward and env metrics. With several ranks each
 //! generates every `world`-th trajectory (with that trajectory's own sample
-//! stream) and the results are gathered.
+//! stream) and the results are gathered; with `trainer.dump_eval_results`
+//! rank 0 writes every trajectory (see [`super::dumps`]).
 
 use anyhow::Result;
 use skyrl_rollout::{GeneratorRequest, RolloutParams};
 
+use super::dumps::{eval_dump_dir, eval_records, write_eval_dump, EvalRecord};
 use super::step_metrics::mean;
 use super::work::derive_seed;
 use super::Trainer;
+use crate::dataset::expand_home;
 use crate::metrics::{MeanSums, StepMetrics};
 
 impl Trainer {
@@ -19,6 +22,9 @@ impl Trainer {
             .eval_sampling_params
             .clone()
             .unwrap_or_else(|| g.sampling_params.clone());
+        let phase = self.progress.begin(super::Phase::Eval, self.global_step);
+        let dump = self.cfg.trainer.dump_eval_results;
+        let mut records: Vec<EvalRecord> = Vec::new();
         let mut rewards = Vec::new();
         let mut env_sums = MeanSums::default();
         let all: Vec<usize> = (0..self.val_data.len()).collect();
@@ -44,6 +50,9 @@ impl Trainer {
                 .generator
                 .generate(&self.rollout, &self.tokenizer, &reqs, &params)?;
             env_sums.add_means(&out.env_metrics, reqs.len() as f64);
+            if dump {
+                records.extend(eval_records(&self.tokenizer, &reqs, &out)?);
+            }
             rewards.extend(out.sequence_rewards());
         }
         let mut rewards_all = Vec::new();
@@ -52,11 +61,29 @@ impl Trainer {
             rewards_all.extend(r);
             env_all.merge(sums);
         }
+        self.progress
+            .end(phase, rewards_all.len() as f64, "samples");
         let mut m = StepMetrics::new();
         m.insert("eval/reward_mean".into(), mean(&rewards_all));
         m.insert("eval/num_samples".into(), rewards_all.len() as f64);
         for (k, v) in env_all.means() {
             m.insert(format!("eval/env/{k}"), v);
+        }
+        if dump {
+            let all: Vec<EvalRecord> = self
+                .dist
+                .all_gather_json(&records)?
+                .into_iter()
+                .flatten()
+                .collect();
+            if self.dist.is_main() {
+                let dir = eval_dump_dir(
+                    &expand_home(&self.cfg.trainer.export_path),
+                    self.global_step,
+                );
+                write_eval_dump(&dir, &all, &m)?;
+                tracing::info!(dir = %dir.display(), "dumped the evaluation");
+            }
         }
         Ok(m)
     }

@@ -10,8 +10,10 @@
 //! one-step-off and fully-async modes, and `run` is the outer loop.
 
 mod advantages;
+mod dumps;
 mod eval;
 mod pipeline;
+mod progress;
 mod run;
 mod setup;
 mod step_metrics;
@@ -36,6 +38,7 @@ use crate::dist::Dist;
 use crate::metrics::StepMetrics;
 use crate::workers::{OptimizerState, PolicyWorker, PpoBatch, PpoSettings, RefWorker};
 use advantages::{apply_output_filters, compute_advantages, AdvantageJob, StepRows};
+use progress::{Phase, Progress};
 use step_metrics::{step_metrics, StepFacts};
 pub use work::request_for_row;
 use work::{Rollout, Work};
@@ -96,6 +99,8 @@ pub struct Trainer {
     kl_ctrl: Option<KlController>,
     /// The in-process engine's counters at the previous step's metrics.
     engine_stats_seen: EngineStats,
+    /// The progress display (set up by the run loop).
+    progress: Progress,
 }
 
 impl Trainer {
@@ -130,11 +135,13 @@ impl Trainer {
             return Ok(None);
         };
         let gen_start = Instant::now();
+        let phase = self.progress.begin(Phase::Generate, self.global_step + 1);
         let params = self.rollout_params(work.seed);
         let out =
             self.generator
                 .generate(&self.rollout, &self.tokenizer, &work.requests, &params)?;
         let gen_secs = gen_start.elapsed().as_secs_f64();
+        self.progress.end(phase, out.len() as f64, "samples");
         let Work {
             after,
             group_ids,
@@ -183,6 +190,7 @@ impl Trainer {
         }
 
         let train_start = Instant::now();
+        let phase = self.progress.begin(Phase::Train, self.global_step + 1);
         let model = self.policy.model();
         let pad = pad_id(&self.tokenizer, model);
         let batch = TrainingBatch::from_output(&out, pad, model.device());
@@ -204,6 +212,22 @@ impl Trainer {
         let kl_ctrl = self.kl_ctrl.as_mut();
         let advantages =
             compute_advantages(&cfg, &dist, &self.adv_registry, kl_ctrl, &job, &mut extra)?;
+        if cfg.trainer.dump_data_batch {
+            // Step-wise training splits trajectories into turns: no uid then.
+            let uids: Vec<String> = match out.len() == rows.mine().len() {
+                true => rows.mine().iter().map(|&g| group_ids[g].clone()).collect(),
+                false => Vec::new(),
+            };
+            let dump = dumps::BatchDump {
+                out: &out,
+                group_ids: &uids,
+                advantages: &advantages,
+                old_logprobs: &old_lp,
+                ref_logprobs: ref_lp.as_ref(),
+            };
+            let export = expand_home(&cfg.trainer.export_path);
+            dumps::write_batch_dump(&export, self.global_step + 1, dist.rank(), &dump)?;
+        }
         let data = PpoBatch {
             batch: &batch,
             advantages: &advantages,
@@ -214,6 +238,7 @@ impl Trainer {
             .policy
             .ppo_update(&data, &ppo_settings(&cfg, dist.world(), temperature))?;
         self.global_step += 1;
+        self.progress.end(phase, out.len() as f64, "samples");
 
         facts.add_training(&out, &update);
         self.memory_metrics(&update, &mut extra);
@@ -275,7 +300,9 @@ impl Trainer {
 
     /// Syncs weights after a step and records the sync metrics.
     fn finish_step(&mut self, m: &mut StepMetrics) -> Result<()> {
+        let phase = self.progress.begin(Phase::WeightSync, self.global_step);
         let sync = self.sync_weights()?;
+        self.progress.end(phase, sync.bytes as f64 / 1e6, "MB");
         m.insert("time/weight_sync".into(), sync.seconds);
         m.insert("weight_sync/bytes".into(), sync.bytes as f64);
         if let Some(v) = sync.versions.iter().flatten().min() {

@@ -23,7 +23,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::advantages::RankRows;
 use super::work::{derive_seed, Rollout, Work};
-use super::Trainer;
+use super::{Phase, Trainer};
 use crate::config::TrainingMode;
 use crate::dataset::DataPosition;
 use crate::metrics::StepMetrics;
@@ -249,10 +249,14 @@ impl Pipeline {
         // The next batch must finish with the old weights before the sync, so
         // each batch comes from a single policy version.
         let wait = Instant::now();
+        let phase = trainer
+            .progress
+            .begin(Phase::WaitForRollouts, trainer.global_step);
         while self.in_flight() > 0 {
             self.receive()?;
         }
         self.carried_wait = wait.elapsed().as_secs_f64();
+        trainer.progress.end(phase, 0.0, "batches");
         trainer.finish_step(&mut m)?;
         Ok(Some(m))
     }

@@ -2,55 +2,48 @@
 //! evaluate and checkpoint at their intervals, log metrics, export the final
 //! policy and draw the reward curve. Every rank runs the loop (steps,
 //! evaluations and checkpoints are collective); rank 0 alone writes the
-//! metrics log, the progress bar, the plot and the export.
+//! metrics log, the trackers, the progress bar, the plot and the export.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use tracing::info;
 
 use super::pipeline::Pipeline;
-use super::{RunSummary, TrainOptions, Trainer};
+use super::{Progress, RunSummary, TrainOptions, Trainer};
 use crate::config::TrainingMode;
 use crate::dataset::expand_home;
 use crate::metrics::{plot_reward_curve, MetricsLog, StepMetrics};
+use crate::tracking::{console_line, parse_trackers, RunInfo, RunStatus, Trackers};
 
 /// The loop's bookkeeping.
 struct RunState {
     log: Option<MetricsLog>,
-    bar: ProgressBar,
+    trackers: Trackers,
     summary: RunSummary,
     eval_enabled: bool,
     last_eval_step: u64,
     last_ckpt_step: u64,
+    /// Step of the last `hf_save_interval` export.
+    last_hf_step: u64,
     last_metrics: StepMetrics,
 }
 
 impl RunState {
-    fn log(&mut self, step: u64, m: &StepMetrics) -> Result<()> {
-        match &mut self.log {
-            Some(log) => log.write(step, m),
-            None => Ok(()),
+    /// Writes `m` to metrics.jsonl, hands it to the trackers and prints the
+    /// console line when `console` is one of them.
+    fn log(&mut self, progress: &Progress, step: u64, m: &StepMetrics) -> Result<()> {
+        let Some(log) = &mut self.log else {
+            return Ok(());
+        };
+        log.write(step, m)?;
+        self.trackers.log(step, m);
+        if self.trackers.console() {
+            progress.println(console_line(step, m));
         }
+        Ok(())
     }
-}
-
-/// A progress bar on stderr (rank 0, when asked), else a hidden one.
-fn progress_bar(show: bool, total: u64, start: u64) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let b = ProgressBar::new(total);
-    b.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} step  {msg}",
-        )
-        .expect("valid template"),
-    );
-    b.set_position(start);
-    b
 }
 
 impl Trainer {
@@ -61,8 +54,8 @@ impl Trainer {
         let t = self.cfg.trainer.clone();
         if state.eval_enabled && t.eval_before_train && self.resumed_from.is_none() {
             let m = self.evaluate()?;
-            state.log(self.global_step, &m)?;
-            state.bar.println(format!(
+            state.log(&self.progress, self.global_step, &m)?;
+            self.progress.println(format!(
                 "step {} eval reward {:.3}",
                 self.global_step, m["eval/reward_mean"]
             ));
@@ -88,12 +81,13 @@ impl Trainer {
         // Stop the rollout worker (it finishes what it holds).
         drop(pipeline);
         self.finish_run(&mut state)?;
+        state.trackers.finish(RunStatus::Finished);
         state.summary.final_step = self.global_step;
         state.summary.wall_seconds = start.elapsed().as_secs_f64();
         Ok(state.summary)
     }
 
-    fn start_run(&self, opts: &TrainOptions) -> Result<RunState> {
+    fn start_run(&mut self, opts: &TrainOptions) -> Result<RunState> {
         let t = &self.cfg.trainer;
         let metrics_path = expand_home(&t.log_path).join("metrics.jsonl");
         let main = self.dist.is_main();
@@ -104,10 +98,27 @@ impl Trainer {
             )?),
             false => None,
         };
+        let trackers = match main {
+            true => {
+                let kinds = parse_trackers(&t.logger.0).map_err(anyhow::Error::msg)?;
+                Trackers::start(
+                    &kinds,
+                    &RunInfo {
+                        project: t.project_name.clone(),
+                        run_name: t.run_name.clone(),
+                        log_dir: expand_home(&t.log_path),
+                        config: serde_json::to_value(&self.cfg)?,
+                        resuming: self.resumed_from.is_some(),
+                    },
+                )?
+            }
+            false => Trackers::none(),
+        };
         let start_step = self.global_step;
+        self.progress = Progress::new(opts.progress && main, self.total_steps(), start_step);
         Ok(RunState {
             log,
-            bar: progress_bar(opts.progress && main, self.total_steps(), start_step),
+            trackers,
             summary: RunSummary {
                 rank: self.dist.rank(),
                 start_step,
@@ -123,6 +134,7 @@ impl Trainer {
             eval_enabled: t.eval_interval > 0 && !self.val_data.is_empty(),
             last_eval_step: start_step,
             last_ckpt_step: start_step,
+            last_hf_step: start_step,
             last_metrics: StepMetrics::new(),
         })
     }
@@ -142,22 +154,42 @@ impl Trainer {
                 bail!("step {step}: metric {k} is not finite ({v})");
             }
         }
-        state.log(step, &m)?;
-        state.bar.set_position(step);
-        state.bar.set_message(format!(
-            "reward {:.3} loss {:+.4}{}",
-            m["reward/mean"],
-            m["loss"],
-            m.get("eval/reward_mean")
-                .map(|e| format!(" eval {e:.3}"))
-                .unwrap_or_default()
-        ));
+        state.log(&self.progress, step, &m)?;
+        self.progress.step_done(
+            step,
+            format!(
+                "reward {:.3} loss {:+.4}{}",
+                m["reward/mean"],
+                m["loss"],
+                m.get("eval/reward_mean")
+                    .map(|e| format!(" eval {e:.3}"))
+                    .unwrap_or_default()
+            ),
+        );
         if t.ckpt_interval > 0 && step.is_multiple_of(t.ckpt_interval as u64) {
             state.summary.last_checkpoint = Some(self.save_checkpoint(&m)?);
             state.last_ckpt_step = step;
         }
+        if t.hf_save_interval > 0 && step.is_multiple_of(t.hf_save_interval as u64) {
+            self.save_hf_model()?;
+            state.last_hf_step = step;
+        }
         state.last_metrics = m.clone();
         state.summary.steps.push(m);
+        Ok(())
+    }
+
+    /// `hf_save_interval`: the policy in Hugging Face layout at
+    /// `export_path/global_step_N/policy` (skyrl-train's save_models), by rank 0.
+    fn save_hf_model(&self) -> Result<()> {
+        if !self.dist.is_main() {
+            return Ok(());
+        }
+        let dir = expand_home(&self.cfg.trainer.export_path)
+            .join(format!("global_step_{}", self.global_step))
+            .join("policy");
+        skyrl_model::save_checkpoint(self.policy.model(), Some(&self.tokenizer), &dir)?;
+        info!(dir = %dir.display(), "exported the policy (hf_save_interval)");
         Ok(())
     }
 
@@ -167,14 +199,17 @@ impl Trainer {
         let finished = self.global_step >= self.total_steps();
         if finished && state.eval_enabled && state.last_eval_step != self.global_step {
             let e = self.evaluate()?;
-            state.log(self.global_step, &e)?;
+            state.log(&self.progress, self.global_step, &e)?;
             state.summary.evals.push((self.global_step, e));
         }
         if t.ckpt_interval > 0 && state.last_ckpt_step != self.global_step {
             let m = state.last_metrics.clone();
             state.summary.last_checkpoint = Some(self.save_checkpoint(&m)?);
         }
-        state.bar.finish_and_clear();
+        if t.hf_save_interval > 0 && state.last_hf_step != self.global_step {
+            self.save_hf_model()?;
+        }
+        self.progress.finish();
         if !self.dist.is_main() {
             return Ok(());
         }

@@ -271,6 +271,7 @@ impl Trainer {
             resumed_from: None,
             kl_ctrl,
             engine_stats_seen: Default::default(),
+            progress: super::Progress::hidden(),
         };
         trainer.maybe_resume()?;
         trainer.trained_pos = trainer.sampler.position();
