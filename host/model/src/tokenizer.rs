@@ -227,6 +227,17 @@ impl Tokenizer {
         self.encode(&text, false)
     }
 
+    /// [`Tokenizer::encode_chat`] with extra template variables.
+    pub fn encode_chat_with<M: Serialize>(
+        &self,
+        messages: &[M],
+        add_generation_prompt: bool,
+        extra: Option<&serde_json::Map<String, Value>>,
+    ) -> Result<Vec<i64>, ModelError> {
+        let text = self.apply_chat_template_with(messages, add_generation_prompt, extra)?;
+        self.encode(&text, false)
+    }
+
     /// The wrapped `tokenizers` tokenizer.
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner

@@ -121,15 +121,20 @@ pub(crate) fn to_chat(messages: &[Message]) -> Vec<ChatMessage> {
 /// Token ids of `observations` as they continue a conversation: the chat template
 /// of `base + observations` (with the generation prompt) minus that of `base`,
 /// as skyrl does for `use_conversation_multi_turn`.
-fn observation_ids(tokenizer: &Tokenizer, observations: &[Message]) -> Result<Vec<i64>> {
+fn observation_ids(
+    tokenizer: &Tokenizer,
+    observations: &[Message],
+    params: &RolloutParams,
+) -> Result<Vec<i64>> {
     let base = vec![
         ChatMessage::new("system", "You are a helpful assistant."),
         ChatMessage::new("user", "I am a user."),
     ];
-    let base_ids = tokenizer.encode_chat(&base, false)?;
+    let kwargs = Some(&params.chat_template_kwargs);
+    let base_ids = tokenizer.encode_chat_with(&base, false, kwargs)?;
     let mut all = base.clone();
     all.extend(to_chat(observations));
-    let ids = tokenizer.encode_chat(&all, true)?;
+    let ids = tokenizer.encode_chat_with(&all, true, kwargs)?;
     Ok(ids[base_ids.len().min(ids.len())..].to_vec())
 }
 
@@ -189,12 +194,14 @@ async fn start_envs(
         let mut t = Trajectory::new(&r.env_class);
         match init {
             Ok((env, init)) => {
-                t.prompt_ids = tokenizer.encode_chat(&to_chat(&init.prompt), true)?;
+                let kwargs = Some(&params.chat_template_kwargs);
+                t.prompt_ids = tokenizer.encode_chat_with(&to_chat(&init.prompt), true, kwargs)?;
                 t.env = Some(env);
             }
             Err(e) => {
                 // Keep a non-empty prompt so the batch stays rectangular.
-                t.prompt_ids = tokenizer.encode_chat(&to_chat(&r.prompt), true)?;
+                let kwargs = Some(&params.chat_template_kwargs);
+                t.prompt_ids = tokenizer.encode_chat_with(&to_chat(&r.prompt), true, kwargs)?;
                 t.fail(&anyhow::Error::new(e));
             }
         }
@@ -260,6 +267,9 @@ async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> 
         let t = &mut trajs[i];
         let text = ctx.tokenizer.decode(&c.token_ids, true)?;
         t.add_generated(c, version);
+        if let Some(eos) = eos_after_stop_str(ctx, c, &text) {
+            t.add_observation(&[eos]);
+        }
         gen_reasons.push(c.stop_reason.as_str().to_string());
         let env = t.env.take().expect("active trajectories hold their env");
         step_jobs.push((env, text));
@@ -283,6 +293,19 @@ async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> 
     })
     .await;
     Ok(())
+}
+
+/// The EOS token to append after a turn that ended on a stop string
+/// (`append_eos_token_after_stop_str_in_multi_turn`, as skyrl-train: the
+/// chat template closes an assistant turn with EOS, a stop string does not).
+fn eos_after_stop_str(ctx: &AgentCall<'_>, c: &Completion, text: &str) -> Option<i64> {
+    let p = ctx.params;
+    if !p.append_eos_after_stop_str || p.sampling.stop.is_empty() {
+        return None;
+    }
+    let eos = ctx.tokenizer.eos_token_id()?;
+    let on_stop_str = p.sampling.stop.iter().any(|s| text.ends_with(s.as_str()));
+    (on_stop_str && c.token_ids.last() != Some(&eos)).then_some(eos)
 }
 
 /// What stepping one env returned: the env, the step, and its metrics when done.
@@ -312,8 +335,9 @@ fn apply_steps(
                 continue;
             }
         };
-        if let Some(last) = t.rewards.last_mut() {
-            *last += step.reward as f32;
+        // On the turn's last generated token (an appended EOS is not generated).
+        if let Some(last) = t.spans.last().and_then(|s| s.1.checked_sub(1)) {
+            t.rewards[last] += step.reward as f32;
         }
         if step.done || t.turns >= ctx.params.max_turns {
             t.metrics = match metrics {
@@ -328,7 +352,7 @@ fn apply_steps(
             finished.push(env);
             continue;
         }
-        let obs = observation_ids(ctx.tokenizer, &step.observations)?;
+        let obs = observation_ids(ctx.tokenizer, &step.observations, ctx.params)?;
         t.add_observation(&obs);
         t.env = Some(env);
     }

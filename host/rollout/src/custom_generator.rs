@@ -70,6 +70,7 @@ impl CustomGenerator {
         let host = Arc::new(TrainerHost {
             engine: self.engine.clone(),
             tokenizer: self.tokenizer.clone(),
+            chat_template_kwargs: params.chat_template_kwargs.clone(),
             envs: envs.clone(),
             rt: Handle::current(),
             prefix: format!("{call}-"),
@@ -166,6 +167,8 @@ fn to_output(
 struct TrainerHost {
     engine: Arc<RolloutEngine>,
     tokenizer: Arc<Tokenizer>,
+    /// `generator.chat_template_kwargs` for the plugin's chat templating.
+    chat_template_kwargs: serde_json::Map<String, Value>,
     envs: PluginSet,
     rt: Handle,
     /// Session prefix of this call (sticky routing on remote engines).
@@ -233,7 +236,11 @@ impl GeneratorHost for TrainerHost {
 
     fn apply_chat_template(&self, messages: &[Message], add_generation_prompt: bool) -> Vec<u32> {
         self.tokenizer
-            .encode_chat(&to_chat(messages), add_generation_prompt)
+            .encode_chat_with(
+                &to_chat(messages),
+                add_generation_prompt,
+                Some(&self.chat_template_kwargs),
+            )
             .map(|v| v.into_iter().map(|x| x as u32).collect())
             .unwrap_or_default()
     }

@@ -132,6 +132,13 @@ pub struct RolloutParams {
     pub sampling: SamplingParams,
     pub max_turns: usize,
     pub max_input_length: usize,
+    /// `generator.chat_template_kwargs`: extra variables of every chat
+    /// template rendering (e.g. `enable_thinking: false` for Qwen3).
+    pub chat_template_kwargs: Map<String, Value>,
+    /// `generator.append_eos_token_after_stop_str_in_multi_turn`: a turn that
+    /// ended on a stop string gets the EOS token appended (loss mask 0), so
+    /// the conversation reads as the chat template writes it.
+    pub append_eos_after_stop_str: bool,
 }
 
 impl RolloutParams {
@@ -147,6 +154,7 @@ impl RolloutParams {
             top_k: sp.top_k,
             min_p: sp.min_p,
             max_tokens: sp.max_generate_length,
+            repetition_penalty: sp.repetition_penalty,
             stop: sp.stop.clone().unwrap_or_default(),
             seed,
             ..SamplingParams::default()
@@ -155,6 +163,9 @@ impl RolloutParams {
             sampling,
             max_turns: g.max_turns.max(1),
             max_input_length: g.max_input_length.unwrap_or(512),
+            chat_template_kwargs: g.chat_template_kwargs.clone().into_iter().collect(),
+            append_eos_after_stop_str: g.append_eos_token_after_stop_str_in_multi_turn
+                && g.use_conversation_multi_turn,
         }
     }
 }

@@ -73,6 +73,8 @@ fn params(max_turns: usize, max_input_length: usize) -> RolloutParams {
         },
         max_turns,
         max_input_length,
+        chat_template_kwargs: Default::default(),
+        append_eos_after_stop_str: true,
     }
 }
 
@@ -263,4 +265,88 @@ fn rubric_components_must_be_reward_plugins() {
     );
     let err = Rubric::new(&cfg("env_not_reward"), &rewards).err().unwrap();
     assert!(format!("{err:#}").contains("cannot score"), "{err:#}");
+}
+
+/// Each turn's generated span, and whether the EOS token follows it.
+fn eos_after_spans(out: &skyrl_rollout::GeneratorOutput, i: usize, eos: i64) -> Vec<bool> {
+    out.turn_spans[i]
+        .iter()
+        .map(|&(_, b)| out.response_ids[i].get(b) == Some(&eos) && out.loss_masks[i][b] == 0.0)
+        .collect()
+}
+
+#[test]
+fn a_turn_ending_on_a_stop_string_gets_eos_appended_outside_the_loss() {
+    let (engine, tok, generator, _dir) = setup();
+    let eos = tok.eos_token_id().expect("the tiny tokenizer has an EOS");
+    let reqs = vec![request("gsm8k_multi_turn"); 4];
+    // Stop strings the random model hits within a few tokens.
+    let stop: Vec<String> = "aeiou0123456789 ".chars().map(String::from).collect();
+    let mut with = params(3, 4000);
+    with.sampling.stop = stop.clone();
+    let out = generator.generate(&engine, &tok, &reqs, &with).unwrap();
+    let mut appended = 0;
+    for i in 0..reqs.len() {
+        for (k, (&(a, b), after)) in out.turn_spans[i]
+            .iter()
+            .zip(eos_after_spans(&out, i, eos))
+            .enumerate()
+        {
+            let text = tok.decode(&out.response_ids[i][a..b], true).unwrap();
+            let last_is_eos = b > a && out.response_ids[i][b - 1] == eos;
+            let on_stop = stop.iter().any(|s| text.ends_with(s.as_str()));
+            assert_eq!(
+                after,
+                on_stop && !last_is_eos,
+                "trajectory {i} turn {k}: {text:?}"
+            );
+            appended += after as usize;
+        }
+        // The env's reward sits on a generated token, never on the EOS.
+        for (j, r) in out.rewards[i].iter().enumerate() {
+            if *r != 0.0 {
+                assert_eq!(out.loss_masks[i][j], 1.0);
+            }
+        }
+        assert_eq!(out.rollout_logprobs[i].len(), out.response_ids[i].len());
+    }
+    assert!(appended > 0, "no turn ended on a stop string");
+
+    let mut without = with.clone();
+    without.append_eos_after_stop_str = false;
+    let out = generator.generate(&engine, &tok, &reqs, &without).unwrap();
+    for i in 0..reqs.len() {
+        assert!(
+            eos_after_spans(&out, i, eos).iter().all(|a| !a),
+            "trajectory {i}"
+        );
+    }
+}
+
+#[test]
+fn chat_template_kwargs_reach_the_prompt_template() {
+    let (engine, _, generator, dir) = setup();
+    // A template variable as Qwen3's `enable_thinking`.
+    let cfg_path = dir.path().join("tokenizer_config.json");
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    let template = cfg["chat_template"].as_str().unwrap().to_string();
+    cfg["chat_template"] = json!(format!(
+        "{template}{{% if add_generation_prompt and enable_thinking is defined and not enable_thinking %}}<think></think>{{% endif %}}"
+    ));
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let tok = Tokenizer::from_dir(dir.path()).unwrap();
+    let reqs = vec![request("good")];
+    let mut p = params(1, 4000);
+    let plain = generator.generate(&engine, &tok, &reqs, &p).unwrap();
+    p.chat_template_kwargs
+        .insert("enable_thinking".into(), json!(false));
+    let off = generator.generate(&engine, &tok, &reqs, &p).unwrap();
+    let text = |ids: &[i64]| tok.decode(ids, false).unwrap();
+    assert!(!text(&plain.prompt_token_ids[0]).ends_with("<think></think>"));
+    assert!(
+        text(&off.prompt_token_ids[0]).ends_with("<think></think>"),
+        "{}",
+        text(&off.prompt_token_ids[0])
+    );
 }

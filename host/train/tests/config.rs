@@ -239,3 +239,52 @@ fn unknown_registry_names_are_reported() {
         "{e}"
     );
 }
+
+/// Generator keys skyrl-train honours: each is passed on, or refused by name
+/// where this trainer cannot do what it asks.
+#[test]
+fn generator_keys_are_passed_on_or_refused_by_name() {
+    let cfg = load_config_str(
+        "",
+        "x",
+        &ov(&[
+            "generator.sampling_params.repetition_penalty=1.3",
+            "generator.chat_template_kwargs={enable_thinking: false}",
+            "generator.append_eos_token_after_stop_str_in_multi_turn=false",
+        ]),
+    )
+    .unwrap();
+    let g = &cfg.generator;
+    let p = skyrl_rollout::RolloutParams::from_config(g, &g.sampling_params, Some(1));
+    assert_eq!(p.sampling.repetition_penalty, 1.3);
+    assert_eq!(
+        p.chat_template_kwargs["enable_thinking"],
+        serde_json::json!(false)
+    );
+    assert!(!p.append_eos_after_stop_str);
+
+    let e = load_config_str(
+        "",
+        "x",
+        &ov(&[
+            "generator.sampling_params.repetition_penalty=0",
+            "generator.chat_template.source=url",
+            "generator.chat_template.name_or_path=/no/such/template.jinja",
+            "generator.batched=true",
+            "generator.max_turns=3",
+        ]),
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = &e else {
+        panic!("{e}")
+    };
+    let all = problems.join("\n");
+    for needle in [
+        "generator.sampling_params.repetition_penalty must be > 0",
+        "generator.chat_template.source must be `name` or `file`",
+        "generator.chat_template.name_or_path (/no/such/template.jinja)",
+        "generator.batched=true generates one turn",
+    ] {
+        assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
+    }
+}

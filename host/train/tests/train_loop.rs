@@ -558,3 +558,99 @@ fn gradient_checkpointing_is_exact_and_bf16_stays_close_to_fp32() {
         assert!(d <= 1e-2, "bf16 weight {n} is {d} away from fp32");
     }
 }
+
+/// Largest element-wise difference between two models' weights.
+fn max_diff(a: &skyrl_model::CausalLm, b: &skyrl_model::CausalLm) -> f64 {
+    a.named_parameters()
+        .iter()
+        .zip(b.named_parameters())
+        .map(|((na, x), (nb, y))| {
+            assert_eq!(na, &nb);
+            (x - y).abs().max().double_value(&[])
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn update_ref_every_epoch_copies_the_policy_and_survives_resume() {
+    // 8 rows: two batches of 4 per epoch, two epochs.
+    let dir = tempfile::tempdir().unwrap();
+    let src = repo().join("envs/string_transform/data/train.jsonl");
+    let rows: Vec<String> = std::fs::read_to_string(src)
+        .unwrap()
+        .lines()
+        .take(8)
+        .map(str::to_string)
+        .collect();
+    let data = dir.path().join("train8.jsonl");
+    std::fs::write(&data, rows.join("\n")).unwrap();
+    let data_arg = format!("data.train_data=['{}']", data.display());
+    let base = [
+        data_arg.as_str(),
+        "trainer.epochs=2",
+        "trainer.eval_interval=-1",
+        "trainer.ckpt_interval=1",
+    ];
+    let opts = |n| TrainOptions {
+        progress: false,
+        max_steps: Some(n),
+        ..Default::default()
+    };
+
+    let mut on = base.to_vec();
+    on.push("trainer.update_ref_every_epoch=true");
+    let mut t = trainer(config(dir.path(), &on));
+    t.run(&opts(1)).unwrap();
+    // Mid-epoch: the reference is still the initial model.
+    assert!(max_diff(t.policy(), t.reference().unwrap()) > 0.0);
+    t.run(&opts(1)).unwrap();
+    // End of epoch 0: the reference is the policy.
+    assert_eq!(max_diff(t.policy(), t.reference().unwrap()), 0.0);
+    let ref_after_epoch0: Vec<_> = t
+        .reference()
+        .unwrap()
+        .named_parameters()
+        .into_iter()
+        .map(|(n, x)| (n, x.copy()))
+        .collect();
+    drop(t);
+    // A resumed run (from step 2) gets the updated reference back, not the initial one.
+    let mut resume = on.clone();
+    resume.push("trainer.resume_mode=latest");
+    let mut r = trainer(config(dir.path(), &resume));
+    assert_eq!(r.global_step(), 2);
+    for ((n, x), (_, y)) in r
+        .reference()
+        .unwrap()
+        .named_parameters()
+        .iter()
+        .zip(&ref_after_epoch0)
+    {
+        assert_eq!((x - y).abs().max().double_value(&[]), 0.0, "{n}");
+    }
+    // The last epoch's end does not update it.
+    r.run(&opts(2)).unwrap();
+    assert_eq!(r.global_step(), 4);
+    assert!(max_diff(r.policy(), r.reference().unwrap()) > 0.0);
+
+    // Without the key the reference never moves.
+    let off_dir = tempfile::tempdir().unwrap();
+    let mut off = trainer(config(off_dir.path(), &base));
+    let initial: Vec<_> = off
+        .reference()
+        .unwrap()
+        .named_parameters()
+        .into_iter()
+        .map(|(n, x)| (n, x.copy()))
+        .collect();
+    off.run(&opts(2)).unwrap();
+    for ((n, x), (_, y)) in off
+        .reference()
+        .unwrap()
+        .named_parameters()
+        .iter()
+        .zip(&initial)
+    {
+        assert_eq!((x - y).abs().max().double_value(&[]), 0.0, "{n}");
+    }
+}

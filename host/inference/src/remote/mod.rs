@@ -403,6 +403,19 @@ impl RemoteEngines {
         if !params.stop_token_ids.is_empty() {
             body["stop_token_ids"] = json!(params.stop_token_ids);
         }
+        // vLLM's defaults otherwise; sent only when set so any server takes them.
+        if params.repetition_penalty != 1.0 {
+            body["repetition_penalty"] = json!(params.repetition_penalty);
+        }
+        if params.presence_penalty != 0.0 {
+            body["presence_penalty"] = json!(params.presence_penalty);
+        }
+        if params.frequency_penalty != 0.0 {
+            body["frequency_penalty"] = json!(params.frequency_penalty);
+        }
+        if params.min_tokens > 0 {
+            body["min_tokens"] = json!(params.min_tokens);
+        }
         let url = format!("{}/v1/completions", e.base);
         let resp = self
             .request(reqwest::Method::POST, url.clone())

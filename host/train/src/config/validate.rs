@@ -314,6 +314,38 @@ impl SkyrlConfig {
             if s.top_k == 0 || s.top_k < -1 {
                 e.push(format!("{k}.top_k must be positive or -1 (disabled)"));
             }
+            if !(s.repetition_penalty > 0.0 && s.repetition_penalty.is_finite()) {
+                e.push(format!("{k}.repetition_penalty must be > 0 (1 disables)"));
+            }
+        }
+        let ct = &g.chat_template;
+        if ct.source != "name" && ct.source != "file" {
+            e.push(format!(
+                "generator.chat_template.source must be `name` or `file`, got `{}`",
+                ct.source
+            ));
+        }
+        if let Some(t) = &ct.name_or_path {
+            e.push(format!(
+                "generator.chat_template.name_or_path ({t}): custom rollout chat templates are not supported yet; \
+                 rollouts use the model's own template (tokenizer_config.json). Template variables such as \
+                 enable_thinking go in generator.chat_template_kwargs"
+            ));
+        }
+        // skyrl-train's batched mode is single-turn generation in one engine call.
+        if g.batched {
+            if g.max_turns > 1 {
+                e.push("generator.batched=true generates one turn; set generator.max_turns=1 or batched=false".into());
+            }
+            if !g.chat_template_kwargs.is_empty() {
+                e.push("generator.chat_template_kwargs is not compatible with generator.batched=true (as in skyrl-train)".into());
+            }
+            if g.step_wise_trajectories {
+                e.push("generator.step_wise_trajectories does not support generator.batched=true (as in skyrl-train)".into());
+            }
+            if t.training_mode == crate::config::TrainingMode::FullyAsync {
+                e.push("trainer.training_mode=fully_async does not support generator.batched=true (as in skyrl-train)".into());
+            }
         }
         if g.sampling_params.temperature == 0.0 {
             e.push("generator.sampling_params.temperature must be > 0 for training (logprobs are temperature-scaled)".into());

@@ -114,6 +114,11 @@ impl Trainer {
         self.policy.model()
     }
 
+    /// The reference model, when the config uses one.
+    pub fn reference(&self) -> Option<&CausalLm> {
+        self.reference.as_ref().map(RefWorker::model)
+    }
+
     /// Current global step (steps completed).
     pub fn global_step(&self) -> u64 {
         self.global_step
@@ -346,10 +351,21 @@ impl Trainer {
                 metrics: metrics.clone(),
                 extra: serde_json::to_value(&self.cfg)?,
             };
+            // An updated reference (`update_ref_every_epoch`) is no longer
+            // the initial model: it goes into the checkpoint.
+            let reference = match (&self.reference, self.cfg.trainer.update_ref_every_epoch) {
+                (Some(r), true) => Some(r.weights()),
+                _ => None,
+            };
+            let extra: Vec<(&str, &[(String, tch::Tensor)])> = reference
+                .as_deref()
+                .map(|w| (REF_GROUP, w))
+                .into_iter()
+                .collect();
             let data = CheckpointData {
                 model: &model,
                 optimizer: &full,
-                extra: &[],
+                extra: &extra,
                 state: &state,
             };
             checkpoint::write_staged(&staging, &data)?;
@@ -359,6 +375,9 @@ impl Trainer {
         Ok(checkpoint::step_dir(&root, step))
     }
 }
+
+/// Checkpoint group of the reference weights (`update_ref_every_epoch`).
+const REF_GROUP: &str = "ref";
 
 /// Step-wise trajectories: one sample per turn (advantages come from last
 /// steps); `None` when `generator.step_wise_trajectories` is off.

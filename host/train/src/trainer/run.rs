@@ -166,6 +166,7 @@ impl Trainer {
                     .unwrap_or_default()
             ),
         );
+        self.maybe_update_ref()?;
         if t.ckpt_interval > 0 && step.is_multiple_of(t.ckpt_interval as u64) {
             state.summary.last_checkpoint = Some(self.save_checkpoint(&m)?);
             state.last_ckpt_step = step;
@@ -176,6 +177,26 @@ impl Trainer {
         }
         state.last_metrics = m.clone();
         state.summary.steps.push(m);
+        Ok(())
+    }
+
+    /// `update_ref_every_epoch`: after the last batch of every epoch but the
+    /// last, the reference becomes a copy of the policy (skyrl-train's
+    /// update_ref_with_policy), on every rank.
+    fn maybe_update_ref(&mut self) -> Result<()> {
+        let t = &self.cfg.trainer;
+        let pos = self.trained_pos;
+        let epoch_done = pos.batch >= self.sampler.batches_per_epoch();
+        if !t.update_ref_every_epoch || !epoch_done || pos.epoch + 1 >= t.epochs {
+            return Ok(());
+        }
+        if let Some(r) = self.reference.as_mut() {
+            r.copy_from(self.policy.model())?;
+            info!(
+                epoch = pos.epoch,
+                "the reference is now the policy (update_ref_every_epoch)"
+            );
+        }
         Ok(())
     }
 

@@ -18,7 +18,7 @@ use skyrl_rollout::{Generator, PluginSet};
 use tch::Kind;
 use tracing::info;
 
-use super::{TrainOptions, Trainer};
+use super::{TrainOptions, Trainer, REF_GROUP};
 use crate::algorithms::{AdvantageEstimatorRegistry, KlController, PolicyLossRegistry};
 use crate::checkpoint;
 use crate::config::{SkyrlConfig, TrainingMode};
@@ -46,9 +46,6 @@ fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
     }
     if !g.use_conversation_multi_turn {
         e.push("generator.use_conversation_multi_turn=false is not supported yet");
-    }
-    if t.update_ref_every_epoch {
-        e.push("trainer.update_ref_every_epoch is not supported yet");
     }
     let p = &t.placement;
     let uses_ref = t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward;
@@ -295,11 +292,16 @@ impl Trainer {
         else {
             return Ok(());
         };
-        let ck = checkpoint::load_checkpoint(&dir)?;
+        let mut ck = checkpoint::load_checkpoint(&dir)?;
         self.policy
             .restore(ck.model, ck.optimizer)
             .with_context(|| format!("cannot restore the policy from {}", dir.display()))?;
         self.sampler.restore(ck.state.data_position)?;
+        if let (Some(r), Some(weights)) = (self.reference.as_mut(), ck.extra.remove(REF_GROUP)) {
+            r.restore(weights)
+                .with_context(|| format!("cannot restore the reference from {}", dir.display()))?;
+            info!("restored the reference updated at the last epoch end");
+        }
         self.global_step = ck.state.global_step;
         if let (Some(ctrl), Some(v)) = (self.kl_ctrl.as_mut(), ck.state.kl_ctrl_value) {
             match ctrl {

@@ -402,7 +402,8 @@ fn all_reduce_gradients(
 
 /// Copies `saved` into the model's parameters; every parameter must be there
 /// with its shape.
-fn load_params(model: &CausalLm, saved: Vec<(String, Tensor)>) -> Result<()> {
+/// Copies `saved` (every parameter of `model`, by name) into `model`.
+pub(crate) fn load_params(model: &CausalLm, saved: Vec<(String, Tensor)>) -> Result<()> {
     let vars = model.var_store().variables();
     let _g = tch::no_grad_guard();
     let mut seen = 0;

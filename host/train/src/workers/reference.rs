@@ -1,5 +1,7 @@
 //! The reference role: a frozen copy of the initial policy whose logprobs
-//! anchor the KL term (`use_kl_loss`, `use_kl_in_reward`).
+//! anchor the KL term (`use_kl_loss`, `use_kl_in_reward`); with
+//! `trainer.update_ref_every_epoch` it becomes a copy of the policy after each
+//! epoch but the last.
 
 use std::path::Path;
 
@@ -32,5 +34,22 @@ impl RefWorker {
     /// The reference model.
     pub fn model(&self) -> &CausalLm {
         &self.model
+    }
+
+    /// Makes the reference a copy of `policy`'s current weights.
+    pub fn copy_from(&mut self, policy: &CausalLm) -> Result<()> {
+        self.model
+            .copy_weights_from(policy)
+            .context("cannot copy the policy into the reference")
+    }
+
+    /// The reference weights (for checkpoints), sharing storage with the model.
+    pub fn weights(&self) -> Vec<(String, Tensor)> {
+        self.model.named_parameters()
+    }
+
+    /// Restores weights saved by [`RefWorker::weights`].
+    pub fn restore(&mut self, weights: Vec<(String, Tensor)>) -> Result<()> {
+        super::policy::load_params(&self.model, weights)
     }
 }
