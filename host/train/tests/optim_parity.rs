@@ -183,3 +183,55 @@ fn optimizer_state_round_trips_and_resumes_identically() {
         .to_string();
     assert!(err.contains("exp_avg.w"), "{err}");
 }
+
+/// Every schedule `optimizer_config.scheduler` accepts, against transformers'
+/// get_scheduler with skyrl-train's arguments (warmup steps, total training
+/// steps), past the end of the run too.
+#[test]
+fn lr_schedules_match_transformers_get_scheduler() {
+    use skyrl_train::config::OptimizerConfig;
+    use skyrl_train::optim::SCHEDULERS;
+    let dir = tempfile::tempdir().unwrap();
+    let (total, steps, lr) = (20usize, 26usize, 1e-4);
+    let mut cases = Vec::new();
+    let mut ours = Vec::new();
+    for name in SCHEDULERS {
+        for warmup in [0usize, 3] {
+            cases.push(
+                json!({"name": name, "lr": lr, "warmup": warmup, "total": total, "steps": steps}),
+            );
+            let c = OptimizerConfig {
+                lr,
+                scheduler: name.to_string(),
+                num_warmup_steps: warmup,
+                ..OptimizerConfig::default()
+            };
+            let s = LrSchedule::from_config(&c, total).unwrap();
+            ours.push((
+                name,
+                warmup,
+                (0..=steps).map(|k| s.factor(k)).collect::<Vec<f64>>(),
+            ));
+        }
+    }
+    let spec = dir.path().join("spec.json");
+    let out = dir.path().join("out.json");
+    std::fs::write(&spec, serde_json::to_string(&cases).unwrap()).unwrap();
+    run_python("lr_schedule_reference.py", &[&spec, &out]);
+    let theirs: Vec<Vec<f64>> =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for ((name, warmup, mine), want) in ours.iter().zip(&theirs) {
+        for (k, (a, b)) in mine.iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() < 1e-9,
+                "{name} warmup {warmup} step {k}: {a} vs transformers {b}"
+            );
+        }
+    }
+    // Schedules that need arguments skyrl's config cannot give are refused.
+    let c = OptimizerConfig {
+        scheduler: "cosine_with_min_lr".into(),
+        ..OptimizerConfig::default()
+    };
+    assert!(LrSchedule::from_config(&c, total).is_err());
+}

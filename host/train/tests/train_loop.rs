@@ -654,3 +654,31 @@ fn update_ref_every_epoch_copies_the_policy_and_survives_resume() {
         assert_eq!((x - y).abs().max().double_value(&[]), 0.0, "{n}");
     }
 }
+
+#[test]
+fn prompts_longer_than_max_prompt_length_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = repo().join("envs/string_transform/data/train.jsonl");
+    let mut rows: Vec<serde_json::Value> = std::fs::read_to_string(src)
+        .unwrap()
+        .lines()
+        .take(8)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Half the prompts far over trainer.max_prompt_length (64 tokens).
+    for r in rows.iter_mut().skip(4) {
+        r["prompt"][0]["content"] = json!(format!("copy: {}", "ab".repeat(100)));
+    }
+    let data = dir.path().join("mixed.jsonl");
+    let text: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+    std::fs::write(&data, text.join("\n")).unwrap();
+    let arg = format!("data.train_data=['{}']", data.display());
+    // 4 rows left: one batch of 4 per epoch (8 rows would make two).
+    let t = trainer(config(dir.path(), &[arg.as_str()]));
+    assert_eq!(t.total_steps(), 1);
+    let t = trainer(config(
+        dir.path(),
+        &[arg.as_str(), "trainer.max_prompt_length=400"],
+    ));
+    assert_eq!(t.total_steps(), 2);
+}

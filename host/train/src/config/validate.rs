@@ -264,11 +264,8 @@ impl SkyrlConfig {
             if o.weight_decay < 0.0 || o.adam_eps <= 0.0 {
                 e.push(format!("{k}.weight_decay must be >= 0 and adam_eps > 0"));
             }
-            if !matches!(o.scheduler.as_str(), "constant_with_warmup" | "constant") {
-                e.push(format!(
-                    "{k}.scheduler `{}` must be constant_with_warmup or constant",
-                    o.scheduler
-                ));
+            if let Some(msg) = crate::optim::scheduler_error(&o.scheduler) {
+                e.push(format!("{k}.{msg}"));
             }
         }
 

@@ -40,7 +40,10 @@ impl From<&OptimizerConfig> for AdamWParams {
     }
 }
 
-/// Learning-rate schedule as a multiplier of the base lr.
+/// Learning-rate schedule as a multiplier of the base lr: the schedules of
+/// transformers' `get_scheduler` (which skyrl-train calls with
+/// `optimizer_config.scheduler`, `num_warmup_steps` and the run's total
+/// training steps), with transformers' defaults for their extra arguments.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LrSchedule {
     Constant,
@@ -48,31 +51,172 @@ pub enum LrSchedule {
     ConstantWithWarmup {
         warmup_steps: usize,
     },
+    /// Warmup, then linear decay to 0 at `total_steps`.
+    Linear {
+        warmup_steps: usize,
+        total_steps: usize,
+    },
+    /// Warmup, then half a cosine to 0 at `total_steps`.
+    Cosine {
+        warmup_steps: usize,
+        total_steps: usize,
+    },
+    /// Warmup, then one hard-restart cosine cycle (transformers' default of 1).
+    CosineWithRestarts {
+        warmup_steps: usize,
+        total_steps: usize,
+    },
+    /// Warmup, then linear (power 1) decay to `lr_end` = 1e-7 (transformers'
+    /// defaults); `base_lr` is the optimizer's lr.
+    Polynomial {
+        warmup_steps: usize,
+        total_steps: usize,
+        base_lr: f64,
+    },
+    /// Warmup, then `1 / sqrt((step + shift) / timescale)` with timescale =
+    /// warmup steps (10 000 without warmup).
+    InverseSqrt {
+        warmup_steps: usize,
+    },
+}
+
+/// The schedules `optimizer_config.scheduler` accepts.
+pub const SCHEDULERS: [&str; 7] = [
+    "constant",
+    "constant_with_warmup",
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "inverse_sqrt",
+];
+
+/// The scheduler error for `name` (`None` when it is supported).
+pub fn scheduler_error(name: &str) -> Option<String> {
+    match name {
+        n if SCHEDULERS.contains(&n) => None,
+        "cosine_with_min_lr"
+        | "warmup_stable_decay"
+        | "reduce_lr_on_plateau"
+        | "cosine_warmup_with_min_lr" => Some(format!(
+            "scheduler `{name}` needs arguments skyrl's config has no key for \
+             (transformers raises without them, as skyrl-train does); use one of {SCHEDULERS:?}"
+        )),
+        _ => Some(format!(
+            "scheduler `{name}` is unknown (one of {SCHEDULERS:?})"
+        )),
+    }
 }
 
 impl LrSchedule {
-    /// From `optimizer_config.scheduler` / `num_warmup_steps`.
-    pub fn from_config(c: &OptimizerConfig) -> Result<Self> {
-        match c.scheduler.as_str() {
-            "constant" => Ok(Self::Constant),
-            "constant_with_warmup" => Ok(Self::ConstantWithWarmup {
-                warmup_steps: c.num_warmup_steps,
-            }),
-            other => bail!("unknown scheduler '{other}' (constant_with_warmup or constant)"),
+    /// From `optimizer_config.scheduler` / `num_warmup_steps`, for a run of
+    /// `total_steps` training steps (skyrl-train's `num_training_steps`).
+    pub fn from_config(c: &OptimizerConfig, total_steps: usize) -> Result<Self> {
+        if let Some(e) = scheduler_error(&c.scheduler) {
+            bail!(e);
         }
+        let (warmup_steps, total) = (c.num_warmup_steps, total_steps);
+        Ok(match c.scheduler.as_str() {
+            "constant" => Self::Constant,
+            "constant_with_warmup" => Self::ConstantWithWarmup { warmup_steps },
+            "linear" => Self::Linear {
+                warmup_steps,
+                total_steps: total,
+            },
+            "cosine" => Self::Cosine {
+                warmup_steps,
+                total_steps: total,
+            },
+            "cosine_with_restarts" => Self::CosineWithRestarts {
+                warmup_steps,
+                total_steps: total,
+            },
+            "polynomial" => {
+                if c.lr <= POLY_LR_END {
+                    bail!(
+                        "scheduler polynomial decays to 1e-7: lr ({}) must be larger",
+                        c.lr
+                    );
+                }
+                Self::Polynomial {
+                    warmup_steps,
+                    total_steps: total,
+                    base_lr: c.lr,
+                }
+            }
+            "inverse_sqrt" => Self::InverseSqrt { warmup_steps },
+            _ => unreachable!("checked by scheduler_error"),
+        })
     }
 
-    /// Multiplier after `step` scheduler steps (0 before the first update).
+    /// Multiplier after `step` scheduler steps (0 before the first update),
+    /// as transformers' lambdas compute it.
     pub fn factor(&self, step: usize) -> f64 {
+        let warm = |w: usize| step as f64 / w.max(1) as f64;
+        let progress = |w: usize, t: usize| (step - w) as f64 / t.saturating_sub(w).max(1) as f64;
         match *self {
             Self::Constant => 1.0,
-            Self::ConstantWithWarmup { warmup_steps } if step < warmup_steps => {
-                step as f64 / warmup_steps.max(1) as f64
+            Self::ConstantWithWarmup { warmup_steps: w }
+            | Self::Linear {
+                warmup_steps: w, ..
+            }
+            | Self::Cosine {
+                warmup_steps: w, ..
+            }
+            | Self::CosineWithRestarts {
+                warmup_steps: w, ..
+            }
+            | Self::Polynomial {
+                warmup_steps: w, ..
+            }
+            | Self::InverseSqrt { warmup_steps: w }
+                if step < w =>
+            {
+                warm(w)
             }
             Self::ConstantWithWarmup { .. } => 1.0,
+            Self::Linear {
+                warmup_steps: w,
+                total_steps: t,
+            } => (t as f64 - step as f64).max(0.0) / t.saturating_sub(w).max(1) as f64,
+            Self::Cosine {
+                warmup_steps: w,
+                total_steps: t,
+            } => (0.5 * (1.0 + (std::f64::consts::PI * 0.5 * 2.0 * progress(w, t)).cos())).max(0.0),
+            Self::CosineWithRestarts {
+                warmup_steps: w,
+                total_steps: t,
+            } => {
+                let p = progress(w, t);
+                if p >= 1.0 {
+                    0.0
+                } else {
+                    (0.5 * (1.0 + (std::f64::consts::PI * (p % 1.0)).cos())).max(0.0)
+                }
+            }
+            Self::Polynomial {
+                warmup_steps: w,
+                total_steps: t,
+                base_lr,
+            } => {
+                if step > t {
+                    POLY_LR_END / base_lr
+                } else {
+                    let remaining = 1.0 - (step - w) as f64 / t.saturating_sub(w).max(1) as f64;
+                    ((base_lr - POLY_LR_END) * remaining + POLY_LR_END) / base_lr
+                }
+            }
+            Self::InverseSqrt { warmup_steps: w } => {
+                let timescale = if w == 0 { 10_000.0 } else { w as f64 };
+                let shift = timescale - w as f64;
+                1.0 / ((step as f64 + shift) / timescale).sqrt()
+            }
         }
     }
 }
+
+/// transformers' default `lr_end` of the polynomial schedule.
+const POLY_LR_END: f64 = 1e-7;
 
 /// Scales all gradients so their global L2 norm is at most `max_norm`
 /// (`clip_coef = max_norm / (norm + 1e-6)`, applied only when < 1).
@@ -209,8 +353,16 @@ impl AdamW {
     }
 
     /// From an `optimizer_config` section.
-    pub fn from_config(params: Vec<(String, Tensor)>, c: &OptimizerConfig) -> Result<Self> {
-        Ok(Self::new(params, c.into(), LrSchedule::from_config(c)?))
+    pub fn from_config(
+        params: Vec<(String, Tensor)>,
+        c: &OptimizerConfig,
+        total_steps: usize,
+    ) -> Result<Self> {
+        Ok(Self::new(
+            params,
+            c.into(),
+            LrSchedule::from_config(c, total_steps)?,
+        ))
     }
 
     /// Number of updates taken.

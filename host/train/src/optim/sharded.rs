@@ -76,11 +76,12 @@ impl ShardedAdamW {
         c: &OptimizerConfig,
         rank: usize,
         world: usize,
+        total_steps: usize,
     ) -> Result<Self> {
         Ok(Self::new(
             params,
             c.into(),
-            LrSchedule::from_config(c)?,
+            LrSchedule::from_config(c, total_steps)?,
             rank,
             world,
         ))

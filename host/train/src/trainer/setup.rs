@@ -16,7 +16,7 @@ use skyrl_rollout::custom_generator::CustomGenerator;
 use skyrl_rollout::rubric::Rubric;
 use skyrl_rollout::{Generator, PluginSet};
 use tch::Kind;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{TrainOptions, Trainer, REF_GROUP};
 use crate::algorithms::{AdvantageEstimatorRegistry, KlController, PolicyLossRegistry};
@@ -121,6 +121,41 @@ fn check_env_classes(cfg: &SkyrlConfig, data: &PromptDataset, envs: &PluginSet) 
     Ok(())
 }
 
+/// Where a random initial model is written when no `model.path` is given.
+fn init_dir(cfg: &SkyrlConfig) -> PathBuf {
+    expand_home(&cfg.trainer.export_path).join("init_model")
+}
+
+/// Drops the rows whose prompt, chat-templated with the generation prompt,
+/// is longer than `trainer.max_prompt_length` tokens (skyrl-train's
+/// PromptDataset filter), saying how many went.
+fn drop_long_prompts(
+    mut data: PromptDataset,
+    tokenizer: &Tokenizer,
+    max_prompt_length: usize,
+    split: &str,
+) -> Result<PromptDataset> {
+    let before = data.len();
+    let mut keep = Vec::with_capacity(before);
+    for row in data.rows {
+        let len = tokenizer
+            .encode_chat(&row.prompt, true)
+            .with_context(|| format!("{}: cannot apply the chat template", row.origin))?
+            .len();
+        if len <= max_prompt_length {
+            keep.push(row);
+        }
+    }
+    data.rows = keep;
+    let dropped = before - data.len();
+    if dropped > 0 {
+        warn!(
+            "{split} data: dropped {dropped} of {before} prompts longer than trainer.max_prompt_length ({max_prompt_length}) tokens"
+        );
+    }
+    Ok(data)
+}
+
 /// The role workers and where the policy came from.
 struct Roles {
     policy: PolicyWorker,
@@ -130,11 +165,15 @@ struct Roles {
 
 /// Loads the policy (with its optimizer, distributed by `strategy`) and the
 /// reference, in bf16 when `trainer.bf16`, on this rank's device.
-fn load_roles(cfg: &SkyrlConfig, strategy: Strategy, dist: &Arc<Dist>) -> Result<Roles> {
+fn load_roles(
+    cfg: &SkyrlConfig,
+    strategy: Strategy,
+    dist: &Arc<Dist>,
+    total_steps: usize,
+    policy_dir: PathBuf,
+) -> Result<Roles> {
     let t = &cfg.trainer;
-    let init_dir = expand_home(&t.export_path).join("init_model");
-    // Rank 0 writes a random init first; the others then find it.
-    let policy_dir = dist.main_first(|| resolve_model_dir(&t.policy.model, &init_dir, t.seed))?;
+    let init_dir = init_dir(cfg);
     let options = LoadOptions {
         device: dist.device(),
         kind: if t.bf16 { Kind::BFloat16 } else { Kind::Float },
@@ -143,6 +182,7 @@ fn load_roles(cfg: &SkyrlConfig, strategy: Strategy, dist: &Arc<Dist>) -> Result
         strategy,
         gradient_checkpointing: t.gradient_checkpointing,
         offload_optimizer: t.policy.optimizer_config.offload_after_step,
+        total_steps,
     };
     let opt_cfg = &t.policy.optimizer_config;
     let policy = PolicyWorker::load(&policy_dir, &options, opt_cfg, settings, dist.clone())?;
@@ -234,13 +274,27 @@ impl Trainer {
         let t = &cfg.trainer;
         let strategy = Strategy::parse(&t.strategy).map_err(anyhow::Error::msg)?;
         let dist = Arc::new(Dist::from_env(&cfg)?);
-        let train_data = PromptDataset::load(&cfg.data.train_data)?;
-        let val_data = PromptDataset::load(&cfg.data.val_data)?;
+        // Rank 0 writes a random init first; the others then find it.
+        let policy_dir =
+            dist.main_first(|| resolve_model_dir(&t.policy.model, &init_dir(&cfg), t.seed))?;
+        let tokenizer = Arc::new(Tokenizer::from_dir(&policy_dir)?);
+        let max_len = t.max_prompt_length;
+        let train_data = drop_long_prompts(
+            PromptDataset::load(&cfg.data.train_data)?,
+            &tokenizer,
+            max_len,
+            "train",
+        )?;
+        let val_data = drop_long_prompts(
+            PromptDataset::load(&cfg.data.val_data)?,
+            &tokenizer,
+            max_len,
+            "validation",
+        )?;
         let sampler =
             EpochSampler::new(train_data.len(), t.train_batch_size, t.seed, t.epochs, true)?;
         check_env_classes(&cfg, &train_data, &envs)?;
-        let roles = load_roles(&cfg, strategy, &dist)?;
-        let tokenizer = Arc::new(Tokenizer::from_dir(&roles.policy_dir)?);
+        let roles = load_roles(&cfg, strategy, &dist, sampler.total_batches(), policy_dir)?;
         let (generator, rollout) =
             start_rollouts(&cfg, envs, &roles, &plan, &dist, opts, &tokenizer)?;
         let weight_sync = WeightSync::new(plan.weight_sync, weight_sync_dir(&cfg, &dist));

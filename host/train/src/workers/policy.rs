@@ -42,6 +42,8 @@ pub struct PolicySettings {
     pub gradient_checkpointing: bool,
     /// Keep the optimizer state on the CPU between steps (`offload_after_step`).
     pub offload_optimizer: bool,
+    /// Training steps of the whole run (the lr schedule's horizon).
+    pub total_steps: usize,
 }
 
 /// The optimizer of the policy, whole or this rank's shard of it.
@@ -138,10 +140,20 @@ impl PolicyWorker {
             .with_context(|| format!("cannot load the policy from {}", dir.display()))?;
         let params = model.named_parameters();
         let mut optimizer = match settings.strategy {
-            Strategy::Sharded if dist.world() > 1 => PolicyOptimizer::Sharded(
-                ShardedAdamW::from_config(params, optimizer, dist.rank(), dist.world())?,
-            ),
-            _ => PolicyOptimizer::Replicated(AdamW::from_config(params, optimizer)?),
+            Strategy::Sharded if dist.world() > 1 => {
+                PolicyOptimizer::Sharded(ShardedAdamW::from_config(
+                    params,
+                    optimizer,
+                    dist.rank(),
+                    dist.world(),
+                    settings.total_steps,
+                )?)
+            }
+            _ => PolicyOptimizer::Replicated(AdamW::from_config(
+                params,
+                optimizer,
+                settings.total_steps,
+            )?),
         };
         if settings.offload_optimizer && options.device != Device::Cpu {
             match &mut optimizer {
