@@ -272,6 +272,10 @@ fn generator_keys_are_passed_on_or_refused_by_name() {
             "generator.chat_template.name_or_path=/no/such/template.jinja",
             "generator.batched=true",
             "generator.max_turns=3",
+            "generator.inference_engine.enable_http_endpoint=true",
+            "generator.inference_engine.async_engine=false",
+            "generator.inference_engine.enforce_eager=false",
+            "generator.inference_engine.model_dtype=float16",
         ]),
     )
     .unwrap_err();
@@ -284,6 +288,10 @@ fn generator_keys_are_passed_on_or_refused_by_name() {
         "generator.chat_template.source must be `name` or `file`",
         "generator.chat_template.name_or_path (/no/such/template.jinja)",
         "generator.batched=true generates one turn",
+        "generator.inference_engine.enable_http_endpoint=true is not supported yet",
+        "generator.inference_engine.async_engine=false",
+        "generator.inference_engine.enforce_eager=false",
+        "generator.inference_engine.model_dtype=float16",
     ] {
         assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
     }

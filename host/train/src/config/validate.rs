@@ -134,7 +134,26 @@ impl SkyrlConfig {
 
         // built-in engine arguments
         let ie = &g.inference_engine;
+        if ie.enable_http_endpoint {
+            e.push("generator.inference_engine.enable_http_endpoint=true is not supported yet: the trainer's engines \
+                    are not exposed over HTTP during training (`skyrl serve` serves a model directory)".into());
+        }
         if ie.backend == "tch" {
+            if !ie.async_engine {
+                e.push("generator.inference_engine.async_engine=false: the built-in engine (backend `tch`) is always \
+                        asynchronous (continuous batching); remove the key or use backend `vllm`".into());
+            }
+            if !ie.enforce_eager {
+                e.push("generator.inference_engine.enforce_eager=false: the built-in engine (backend `tch`) has no \
+                        graph capture; remove the key or use backend `vllm`".into());
+            }
+            if !matches!(ie.model_dtype.as_str(), "bfloat16" | "auto") {
+                e.push(format!(
+                    "generator.inference_engine.model_dtype={}: the built-in engine (backend `tch`) runs in the \
+                     trainer's dtype (bfloat16 with trainer.bf16, else float32); leave it at bfloat16/auto or use backend `vllm`",
+                    ie.model_dtype
+                ));
+            }
             use skyrl_inference::engine_settings::BUILTIN_ENGINE_KWARGS;
             for k in ie.engine_init_kwargs.keys() {
                 if !BUILTIN_ENGINE_KWARGS.contains(&k.as_str()) {
