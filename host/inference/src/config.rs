@@ -37,6 +37,11 @@ pub struct InferenceEngineConfig {
     /// --admin-key`; null: `$SKYRL_ADMIN_KEY`, else the API key).
     pub admin_key: Option<String>,
     pub tensor_parallel_size: usize,
+    /// vLLM's pipeline / expert / data parallelism of one engine: only 1
+    /// (none) is supported; larger values are refused at load time.
+    pub pipeline_parallel_size: usize,
+    pub expert_parallel_size: usize,
+    pub data_parallel_size: usize,
     pub async_engine: bool,
     pub enable_prefix_caching: bool,
     pub max_num_batched_tokens: usize,
@@ -68,6 +73,9 @@ impl Default for InferenceEngineConfig {
             api_key: None,
             admin_key: None,
             tensor_parallel_size: 1,
+            pipeline_parallel_size: 1,
+            expert_parallel_size: 1,
+            data_parallel_size: 1,
             async_engine: true,
             enable_prefix_caching: true,
             max_num_batched_tokens: 8192,

@@ -74,6 +74,7 @@ pub fn load_config_str(
         let key = apply_override(&mut root, arg)?;
         applied.push((key, arg.clone()));
     }
+    super::legacy::migrate(&mut root)?;
     let mut cfg: SkyrlConfig = serde_path_to_error::deserialize(root).map_err(|e| {
         let path = e.path().to_string();
         let from = applied

@@ -1,6 +1,7 @@
 //! Configuration: typed tree ([`types`]), YAML + dotted-override loading
 //! ([`load`]) and validation ([`validate`]).
 
+pub mod legacy;
 pub mod load;
 pub mod strategy;
 pub mod types;

@@ -134,6 +134,18 @@ impl SkyrlConfig {
 
         // built-in engine arguments
         let ie = &g.inference_engine;
+        for (k, v) in [
+            ("pipeline_parallel_size", ie.pipeline_parallel_size),
+            ("expert_parallel_size", ie.expert_parallel_size),
+            ("data_parallel_size", ie.data_parallel_size),
+        ] {
+            if v != 1 {
+                e.push(format!(
+                    "generator.inference_engine.{k}={v}: only 1 is supported (more engines: num_engines; \
+                     tensor parallelism: tensor_parallel_size)"
+                ));
+            }
+        }
         if ie.enable_http_endpoint {
             e.push("generator.inference_engine.enable_http_endpoint=true is not supported yet: the trainer's engines \
                     are not exposed over HTTP during training (`skyrl serve` serves a model directory)".into());

@@ -1,0 +1,106 @@
+//! Every key of skyrl-train 0.3.1's ppo_base_config.yaml (fixture regenerated
+//! by tests/fixtures/make_skyrl_keys.py), set to skyrl's default: the config
+//! loads with it, or refuses it with an error naming the key. Nothing of a
+//! SkyRL config is silently dropped: unknown keys fail by name (every section
+//! denies unknown fields), and keys this trainer parses but cannot honour are
+//! refused by validation (tests/config.rs covers those one by one).
+
+use serde_json::Value;
+use skyrl_train::config::legacy::LEGACY_ENGINE_KEYS;
+use skyrl_train::config::load_config_str;
+
+#[derive(serde::Deserialize)]
+struct Key {
+    key: String,
+    default: Value,
+}
+
+fn keys() -> Vec<Key> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/skyrl_train_0.3.1_keys.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn every_skyrl_key_loads_or_is_refused_by_name() {
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    let mut silent = Vec::new();
+    for k in keys() {
+        if k.default.is_null() {
+            continue; // an interpolation or null default: nothing to set
+        }
+        let arg = format!("{}={}", k.key, k.default);
+        match load_config_str("", "<skyrl default>", &[arg]) {
+            Ok(_) => accepted.push(k.key),
+            Err(e) => {
+                let text = format!("{e:#}");
+                let last = k.key.rsplit('.').next().unwrap();
+                // skyrl-train 0.3.1's flat engine keys are refused by their new name.
+                let moved = LEGACY_ENGINE_KEYS
+                    .iter()
+                    .find(|(old, _)| k.key == format!("generator.{old}"))
+                    .map(|(_, new)| format!("generator.inference_engine.{new}"));
+                if text.contains(&k.key)
+                    || text.contains(last)
+                    || moved.is_some_and(|m| text.contains(&m))
+                {
+                    refused.push(k.key);
+                } else {
+                    silent.push(format!("{}: {text}", k.key));
+                }
+            }
+        }
+    }
+    println!("accepted {}: {accepted:?}", accepted.len());
+    println!("refused by name {}: {refused:?}", refused.len());
+    assert!(
+        silent.is_empty(),
+        "refused without naming the key:\n{}",
+        silent.join("\n")
+    );
+    assert!(
+        accepted.len() > 100,
+        "only {} SkyRL keys load",
+        accepted.len()
+    );
+}
+
+#[test]
+fn skyrl_train_0_3_1_engine_keys_move_to_the_inference_engine_section() {
+    let ov = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let c = load_config_str(
+        "generator:\n  num_inference_engines: 2\n  max_num_seqs: 64\n",
+        "old.yaml",
+        &ov(&["generator.remote_inference_engine_urls=[]"]),
+    )
+    .unwrap();
+    let ie = &c.generator.inference_engine;
+    assert_eq!((ie.num_engines, ie.max_num_seqs), (2, 64));
+    assert!(ie.remote_urls.is_empty());
+    let e = load_config_str(
+        "",
+        "x",
+        &ov(&[
+            "generator.max_num_seqs=8",
+            "generator.inference_engine.max_num_seqs=16",
+        ]),
+    )
+    .unwrap_err();
+    assert!(format!("{e}").contains("both set"), "{e}");
+    // A moved key this trainer does not know is still refused by its new name.
+    let e = load_config_str(
+        "",
+        "x",
+        &ov(&["generator.inference_engine_pipeline_parallel_size=2"]),
+    )
+    .unwrap_err();
+    assert!(
+        format!("{e}").contains("pipeline_parallel_size=2: only 1"),
+        "{e}"
+    );
+    let e = load_config_str("", "x", &ov(&["generator.enable_chunked_prefill=false"])).unwrap_err();
+    assert!(format!("{e}").contains("enable_chunked_prefill"), "{e}");
+}
