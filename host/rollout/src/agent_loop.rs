@@ -58,18 +58,35 @@ impl Trajectory {
         }
     }
 
-    /// Appends a generated turn (loss mask 1) sampled by policy `version`.
-    fn add_generated(&mut self, c: &Completion, version: u64) {
+    /// Appends a generated turn (loss mask 1) sampled by policy `version`;
+    /// a final `strip_eos` token is left out (the assistant message goes on).
+    fn add_generated(&mut self, c: &Completion, version: u64, strip_eos: Option<i64>) {
         self.version = Some(self.version.map_or(version, |v| v.min(version)));
+        let mut n = c.token_ids.len();
+        if strip_eos.is_some() && c.token_ids.last() == strip_eos.as_ref() {
+            n -= 1;
+        }
         let start = self.response_ids.len();
-        self.response_ids.extend_from_slice(&c.token_ids);
+        self.response_ids.extend_from_slice(&c.token_ids[..n]);
         self.spans.push((start, self.response_ids.len()));
-        self.loss_mask
-            .extend(std::iter::repeat_n(1.0, c.token_ids.len()));
-        self.logprobs.extend_from_slice(&c.logprobs);
-        self.rewards
-            .extend(std::iter::repeat_n(0.0, c.token_ids.len()));
+        self.loss_mask.extend(std::iter::repeat_n(1.0, n));
+        self.logprobs
+            .extend_from_slice(&c.logprobs[..n.min(c.logprobs.len())]);
+        self.rewards.extend(std::iter::repeat_n(0.0, n));
         self.turns += 1;
+    }
+
+    /// `use_conversation_multi_turn=false`: a trajectory that ends other than
+    /// by length gets the EOS closing its one assistant message, trained on
+    /// (loss mask 1, log-prob 0), as skyrl-train does.
+    fn close_single_message(&mut self, eos: i64) {
+        if self.response_ids.last() == Some(&eos) {
+            return;
+        }
+        self.response_ids.push(eos);
+        self.loss_mask.push(1.0);
+        self.logprobs.push(0.0);
+        self.rewards.push(0.0);
     }
 
     /// Appends observation tokens (loss mask 0, logprob 0).
@@ -136,6 +153,17 @@ fn observation_ids(
     all.extend(to_chat(observations));
     let ids = tokenizer.encode_chat_with(&all, true, kwargs)?;
     Ok(ids[base_ids.len().min(ids.len())..].to_vec())
+}
+
+/// `use_conversation_multi_turn=false`: observations continue the one
+/// assistant message, each one's content encoded as is (no chat template, no
+/// generation prompt), as skyrl-train does.
+fn raw_observation_ids(tokenizer: &Tokenizer, observations: &[Message]) -> Result<Vec<i64>> {
+    let mut ids = Vec::new();
+    for m in observations {
+        ids.extend(tokenizer.encode(&m.content, false)?);
+    }
+    Ok(ids)
 }
 
 /// One turn's trajectories: indices into the call's trajectories.
@@ -266,7 +294,8 @@ async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> 
     for (&i, c) in active.iter().zip(&completions) {
         let t = &mut trajs[i];
         let text = ctx.tokenizer.decode(&c.token_ids, true)?;
-        t.add_generated(c, version);
+        let single = !ctx.params.conversation_multi_turn;
+        t.add_generated(c, version, ctx.tokenizer.eos_token_id().filter(|_| single));
         if let Some(eos) = eos_after_stop_str(ctx, c, &text) {
             t.add_observation(&[eos]);
         }
@@ -348,11 +377,19 @@ fn apply_steps(
                 }
                 None => None,
             };
+            let single = !ctx.params.conversation_multi_turn;
+            if let (true, Some(eos)) = (single && reason != "length", ctx.tokenizer.eos_token_id())
+            {
+                t.close_single_message(eos);
+            }
             t.stop_reason = Some(reason);
             finished.push(env);
             continue;
         }
-        let obs = observation_ids(ctx.tokenizer, &step.observations, ctx.params)?;
+        let obs = match ctx.params.conversation_multi_turn {
+            true => observation_ids(ctx.tokenizer, &step.observations, ctx.params)?,
+            false => raw_observation_ids(ctx.tokenizer, &step.observations)?,
+        };
         t.add_observation(&obs);
         t.env = Some(env);
     }

@@ -139,6 +139,9 @@ pub struct RolloutParams {
     /// ended on a stop string gets the EOS token appended (loss mask 0), so
     /// the conversation reads as the chat template writes it.
     pub append_eos_after_stop_str: bool,
+    /// `generator.use_conversation_multi_turn`: observations as user turns of
+    /// the chat (true), or appended raw to one assistant message (false).
+    pub conversation_multi_turn: bool,
 }
 
 impl RolloutParams {
@@ -166,6 +169,7 @@ impl RolloutParams {
             chat_template_kwargs: g.chat_template_kwargs.clone().into_iter().collect(),
             append_eos_after_stop_str: g.append_eos_token_after_stop_str_in_multi_turn
                 && g.use_conversation_multi_turn,
+            conversation_multi_turn: g.use_conversation_multi_turn,
         }
     }
 }

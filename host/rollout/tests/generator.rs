@@ -75,6 +75,7 @@ fn params(max_turns: usize, max_input_length: usize) -> RolloutParams {
         max_input_length,
         chat_template_kwargs: Default::default(),
         append_eos_after_stop_str: true,
+        conversation_multi_turn: true,
     }
 }
 
@@ -349,4 +350,37 @@ fn chat_template_kwargs_reach_the_prompt_template() {
         "{}",
         text(&off.prompt_token_ids[0])
     );
+}
+
+#[test]
+fn without_conversation_multi_turn_the_episode_is_one_assistant_message() {
+    let (engine, tok, generator, _dir) = setup();
+    let eos = tok.eos_token_id().unwrap();
+    let reqs = vec![request("gsm8k_multi_turn"); 4];
+    let mut p = params(3, 4000);
+    p.conversation_multi_turn = false;
+    let out = generator.generate(&engine, &tok, &reqs, &p).unwrap();
+    for i in 0..reqs.len() {
+        let ids = &out.response_ids[i];
+        let mask = &out.loss_masks[i];
+        assert_eq!(out.num_turns[i], 3, "the random model never answers right");
+        // Observations are the env's text, not chat-templated user turns.
+        let obs: Vec<i64> = ids
+            .iter()
+            .zip(mask)
+            .filter(|(_, m)| **m == 0.0)
+            .map(|(t, _)| *t)
+            .collect();
+        let text = tok.decode(&obs, false).unwrap();
+        assert!(!obs.is_empty() && !text.contains("<|im_start|>"), "{text}");
+        // No turn keeps its EOS inside the message; one closes it, trained on.
+        let n = ids.len();
+        assert!(ids[..n - 1].iter().all(|&t| t != eos), "trajectory {i}");
+        if out.stop_reasons[i] != "length" {
+            assert_eq!((ids[n - 1], mask[n - 1]), (eos, 1.0));
+            assert_eq!(out.rollout_logprobs[i][n - 1], 0.0);
+        }
+        assert_eq!(out.rollout_logprobs[i].len(), n);
+        assert_eq!(out.rewards[i].len(), n);
+    }
 }

@@ -360,6 +360,9 @@ impl SkyrlConfig {
                  enable_thinking go in generator.chat_template_kwargs"
             ));
         }
+        if !g.use_conversation_multi_turn && g.step_wise_trajectories {
+            e.push("generator.step_wise_trajectories does not support generator.use_conversation_multi_turn=false (as in skyrl-train)".into());
+        }
         // skyrl-train's batched mode is single-turn generation in one engine call.
         if g.batched {
             if g.max_turns > 1 {

@@ -44,9 +44,6 @@ fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
     if g.step_wise_trajectories && t.algorithm.use_kl_in_reward {
         e.push("generator.step_wise_trajectories with trainer.algorithm.use_kl_in_reward is not supported (use use_kl_loss)");
     }
-    if !g.use_conversation_multi_turn {
-        e.push("generator.use_conversation_multi_turn=false is not supported yet");
-    }
     let p = &t.placement;
     let uses_ref = t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward;
     if uses_ref && !p.colocate_policy_ref {
