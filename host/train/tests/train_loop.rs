@@ -682,3 +682,46 @@ fn prompts_longer_than_max_prompt_length_are_dropped() {
     ));
     assert_eq!(t.total_steps(), 2);
 }
+
+#[test]
+fn dynamic_sampling_fills_the_batch_with_groups_that_have_signal() {
+    for kind in ["filter", "replace"] {
+        let dir = tempfile::tempdir().unwrap();
+        let ds = format!("trainer.algorithm.dynamic_sampling.type={kind}");
+        let mut t = trainer(config(
+            dir.path(),
+            &[ds.as_str(), "trainer.eval_interval=-1"],
+        ));
+        let s = t
+            .run(&TrainOptions {
+                progress: false,
+                max_steps: Some(1),
+                ..Default::default()
+            })
+            .unwrap();
+        let m = &s.steps[0];
+        assert!(m["dynamic_sampling/batches"] >= 1.0, "{kind}");
+        assert!(
+            m.contains_key("dynamic_sampling/zero_variance_prompts"),
+            "{kind}"
+        );
+        // Still train_batch_size prompts x n_samples_per_prompt.
+        assert_eq!(m["train/samples"], 16.0, "{kind}");
+    }
+    // n_samples_per_prompt = 1 has no groups to judge: refused before training.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &[
+            "trainer.algorithm.dynamic_sampling.type=filter",
+            "generator.n_samples_per_prompt=1",
+            "trainer.micro_train_batch_size_per_gpu=1",
+            "trainer.algorithm.advantage_estimator=reinforce++",
+        ],
+    );
+    let e = Trainer::new(cfg, envs()).err().expect("refused");
+    assert!(
+        format!("{e:#}").contains("n_samples_per_prompt >= 2"),
+        "{e:#}"
+    );
+}

@@ -11,6 +11,7 @@
 
 mod advantages;
 mod dumps;
+mod dynamic_sampling;
 mod eval;
 mod pipeline;
 mod progress;
@@ -37,7 +38,8 @@ use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
 use crate::dist::Dist;
 use crate::metrics::StepMetrics;
 use crate::workers::{OptimizerState, PolicyWorker, PpoBatch, PpoSettings, RefWorker};
-use advantages::{apply_output_filters, compute_advantages, AdvantageJob, StepRows};
+use advantages::{apply_output_filters, compute_advantages, AdvantageJob, RankRows, StepRows};
+use dynamic_sampling::{DynamicSampler, Sampled};
 use progress::{Phase, Progress};
 use step_metrics::{step_metrics, StepFacts};
 pub use work::request_for_row;
@@ -136,35 +138,58 @@ impl Trainer {
     /// One training step on the next batch (rollouts, then training, then
     /// weight sync); `None` when the data is exhausted.
     pub fn train_step(&mut self) -> Result<Option<StepMetrics>> {
-        let Some(work) = self.take_work() else {
-            return Ok(None);
-        };
-        let gen_start = Instant::now();
-        let phase = self.progress.begin(Phase::Generate, self.global_step + 1);
-        let params = self.rollout_params(work.seed);
-        let out =
-            self.generator
-                .generate(&self.rollout, &self.tokenizer, &work.requests, &params)?;
-        let gen_secs = gen_start.elapsed().as_secs_f64();
-        self.progress.end(phase, out.len() as f64, "samples");
-        let Work {
-            after,
-            group_ids,
-            rows,
-            epoch,
-            ..
-        } = work;
-        let mut m = self.train_on(Rollout {
-            out,
-            group_ids,
-            rows,
-            epoch,
-            gen_secs,
-            wait_secs: gen_secs,
-        })?;
-        self.trained_pos = after;
-        self.finish_step(&mut m)?;
-        Ok(Some(m))
+        let seed = work::derive_seed(self.cfg.trainer.seed, self.global_step, 2);
+        let mut sampler = DynamicSampler::from_config(&self.cfg, seed)?;
+        let mut sampling_metrics = StepMetrics::new();
+        let mut gen_secs = 0.0;
+        // One generated batch, or with dynamic sampling as many as it takes.
+        loop {
+            let Some(work) = self.take_work() else {
+                return Ok(None);
+            };
+            let gen_start = Instant::now();
+            let phase = self.progress.begin(Phase::Generate, self.global_step + 1);
+            let params = self.rollout_params(work.seed);
+            let out =
+                self.generator
+                    .generate(&self.rollout, &self.tokenizer, &work.requests, &params)?;
+            gen_secs += gen_start.elapsed().as_secs_f64();
+            self.progress.end(phase, out.len() as f64, "samples");
+            let Work {
+                after,
+                group_ids,
+                rows,
+                epoch,
+                ..
+            } = work;
+            self.trained_pos = after;
+            let (out, group_ids, rows) = match sampler.as_mut() {
+                None => (out, group_ids, rows),
+                Some(s) => {
+                    let n = self.cfg.generator.n_samples_per_prompt;
+                    match s.push(out, group_ids, n, &mut sampling_metrics)? {
+                        Sampled::Again => continue,
+                        Sampled::Ready(out, uids) => {
+                            // One rank (dynamic sampling is refused with more).
+                            let mini = self.cfg.trainer.policy_mini_batch_size * n;
+                            let rows = RankRows::split(out.len(), mini, 0, 1);
+                            (*out, uids, rows)
+                        }
+                    }
+                }
+            };
+            let mut m = self.train_on(Rollout {
+                out,
+                group_ids,
+                rows,
+                epoch,
+                gen_secs,
+                wait_secs: gen_secs,
+            })?;
+            m.extend(sampling_metrics);
+            self.finish_step(&mut m)?;
+            return Ok(Some(m));
+        }
     }
 
     /// Trains on one batch of rollouts (filters, advantages, policy update);

@@ -39,7 +39,18 @@ fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
         e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported by this trainer yet");
     }
     if t.algorithm.dynamic_sampling.kind.is_some() {
-        e.push("trainer.algorithm.dynamic_sampling.type is not supported by this trainer yet; set it to null");
+        if world > 1 {
+            e.push("trainer.algorithm.dynamic_sampling is not supported with several ranks yet; run it on one process");
+        }
+        if t.training_mode != TrainingMode::Sync {
+            e.push("trainer.algorithm.dynamic_sampling needs trainer.training_mode=sync");
+        }
+        if g.step_wise_trajectories {
+            e.push("trainer.algorithm.dynamic_sampling is not supported with generator.step_wise_trajectories");
+        }
+        if g.n_samples_per_prompt < 2 {
+            e.push("trainer.algorithm.dynamic_sampling needs generator.n_samples_per_prompt >= 2: it keeps or replaces prompt groups by their reward variance");
+        }
     }
     if g.step_wise_trajectories && t.algorithm.use_kl_in_reward {
         e.push("generator.step_wise_trajectories with trainer.algorithm.use_kl_in_reward is not supported (use use_kl_loss)");
