@@ -217,3 +217,65 @@ fn a_generator_plugin_drives_the_rollouts() {
     let out = skyrl(&bad);
     assert_fails_with(&out, "not a generator");
 }
+
+#[test]
+fn eval_scores_a_checkpoint_without_the_training_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = format!("string_transform={}", plugin("string_transform").display());
+    let overrides = tiny(dir.path());
+    let mut args = vec![
+        "train",
+        "--quiet",
+        "--plugin",
+        &mapping,
+        "--config",
+        "configs/demo.yaml",
+        "--max-steps",
+        "1",
+    ];
+    args.extend(overrides.iter().map(String::as_str));
+    let out = skyrl(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let ckpt = dir.path().join("ckpts/global_step_1");
+    let ckpt_arg = ckpt.display().to_string();
+    let mut eval = vec![
+        "eval",
+        "--quiet",
+        "--plugin",
+        &mapping,
+        "--config",
+        "configs/demo.yaml",
+    ];
+    eval.extend([
+        "--checkpoint",
+        &ckpt_arg,
+        "data.train_data=[/no/such/train.jsonl]",
+    ]);
+    eval.extend(overrides.iter().map(String::as_str));
+    let out = skyrl(&eval);
+    assert!(out.status.success(), "{}", text(&out));
+    let m: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let mean = m["eval/reward_mean"].as_f64().unwrap();
+    assert!(
+        (m["eval/all/avg_score"].as_f64().unwrap() - mean).abs() < 1e-12,
+        "{m}"
+    );
+    assert!(m["eval/all/pass_at_1"].as_f64().is_some(), "{m}");
+    let agg = dir
+        .path()
+        .join("exports/dumped_evals/eval_only/aggregated_results.jsonl");
+    assert!(agg.is_file(), "{}", agg.display());
+
+    let bad = dir.path().display().to_string();
+    let mut eval = vec![
+        "eval",
+        "--quiet",
+        "--plugin",
+        &mapping,
+        "--config",
+        "configs/demo.yaml",
+    ];
+    eval.extend(["--checkpoint", bad.as_str()]);
+    assert_fails_with(&skyrl(&eval), "not a checkpoint directory");
+}

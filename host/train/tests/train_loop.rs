@@ -133,6 +133,10 @@ fn two_steps_have_finite_metrics_and_write_checkpoints() {
     let (step, eval) = summary.evals.last().expect("an eval at step 2");
     assert_eq!(*step, 2);
     assert_eq!(eval["eval/num_samples"], 100.0);
+    // skyrl-train's names: avg_score is the mean reward; per data source too.
+    assert!((eval["eval/all/avg_score"] - eval["eval/reward_mean"]).abs() < 1e-12);
+    assert!((0.0..=1.0).contains(&eval["eval/all/pass_at_1"]));
+    assert!(eval.contains_key("eval/unknown/mean_positive_reward"));
     // The policy changed.
     let after = params(&trainer);
     let moved: f64 = before

@@ -1,4 +1,6 @@
-//! `skyrl train`: GRPO/PPO training with environment plugins.
+//! `skyrl train`: GRPO/PPO training with environment plugins; and `skyrl
+//! eval`, the evaluation alone (skyrl-train's main_generate), with the same
+//! plugins and config.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,12 +11,13 @@ use skyrl_rollout::sandbox::{wire_tools, SandboxSettings};
 use skyrl_rollout::PluginSet;
 use skyrl_runtime::{Plugin, PluginEngine, ToolRouter};
 use skyrl_train::config::{load_config, SkyrlConfig};
-use skyrl_train::trainer::{train, TrainOptions};
+use skyrl_train::trainer::{evaluate_only, train, TrainOptions};
 
 use crate::plugin_source::{resolve_plugin_files, LockArgs};
 
+/// What `skyrl train` and `skyrl eval` share: plugins, config, overrides.
 #[derive(Args)]
-pub struct TrainArgs {
+pub struct RunArgs {
     /// Environment plugin: `ENV_CLASS=SOURCE`, or a plain SOURCE used for
     /// `environment.env_class`; SOURCE is a .wasm path or a registry reference
     /// `oci://host/ns/name:1.2.0` (also `:^1.2`, `@sha256:...`). Repeatable.
@@ -38,6 +41,17 @@ pub struct TrainArgs {
     /// YAML config (see docs/config.md).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Dotted overrides `key.sub=value`; a first argument without `=` is the config file.
+    overrides: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    run: RunArgs,
     /// Resume from the latest checkpoint under trainer.ckpt_path
     /// (sets trainer.resume_mode=latest).
     #[arg(long)]
@@ -45,11 +59,16 @@ pub struct TrainArgs {
     /// Stop after this many steps (the run can be resumed later).
     #[arg(long)]
     max_steps: Option<u64>,
-    /// No progress bar.
+}
+
+#[derive(Args)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Evaluate this checkpoint (`.../global_step_N`) instead of the configured
+    /// model (sets trainer.resume_mode=from_path and trainer.resume_path).
     #[arg(long)]
-    quiet: bool,
-    /// Dotted overrides `key.sub=value`; a first argument without `=` is the config file.
-    overrides: Vec<String>,
+    checkpoint: Option<PathBuf>,
 }
 
 /// Splits `--plugin` values into (env_class or None, source).
@@ -72,7 +91,7 @@ struct PluginSources<'a> {
 }
 
 impl<'a> PluginSources<'a> {
-    fn from_args(args: &'a TrainArgs) -> anyhow::Result<Self> {
+    fn from_args(args: &'a RunArgs) -> anyhow::Result<Self> {
         let rewards = args
             .rewards
             .iter()
@@ -141,7 +160,8 @@ impl<'a> PluginSources<'a> {
     }
 }
 
-pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+/// The config (file, overrides, then `extra` overrides) and the plugins of a run.
+fn load_run(args: &RunArgs, extra: &[String]) -> anyhow::Result<(SkyrlConfig, PluginSet)> {
     let mut overrides = args.overrides.clone();
     let mut config = args.config.clone();
     if config.is_none() && overrides.first().is_some_and(|a| !a.contains('=')) {
@@ -150,18 +170,56 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if let Some(bad) = overrides.iter().find(|a| !a.contains('=')) {
         bail!("override `{bad}` is not `key.sub=value`");
     }
-    if args.resume {
-        overrides.push("trainer.resume_mode=latest".into());
-    }
+    overrides.extend_from_slice(extra);
     let cfg = load_config(config.as_deref(), &overrides)?;
-    let envs = PluginSources::from_args(&args)?.load(&cfg, &args.lock)?;
+    let envs = PluginSources::from_args(args)?.load(&cfg, &args.lock)?;
+    Ok((cfg, envs))
+}
+
+/// `skyrl eval`: evaluates the configured model (or `--checkpoint`) on
+/// `data.val_data`, prints the metrics as JSON and, with
+/// `trainer.dump_eval_results`, writes every trajectory under
+/// `export_path/dumped_evals/eval_only`.
+pub fn run_eval(args: EvalArgs) -> anyhow::Result<()> {
+    let mut extra = Vec::new();
+    if let Some(dir) = &args.checkpoint {
+        if !dir.join("trainer_state.json").is_file() {
+            bail!(
+                "--checkpoint {}: not a checkpoint directory (no trainer_state.json)",
+                dir.display()
+            );
+        }
+        extra.push("trainer.resume_mode=from_path".into());
+        extra.push(format!("trainer.resume_path={}", dir.display()));
+    }
+    let (cfg, envs) = load_run(&args.run, &extra)?;
+    let opts = TrainOptions {
+        progress: !args.run.quiet,
+        max_steps: None,
+        engine_program: std::env::current_exe().ok(),
+        eval_only: true,
+    };
+    let (rank, metrics) = evaluate_only(cfg, envs, &opts)?;
+    if rank == 0 {
+        println!("{}", serde_json::to_string_pretty(&metrics)?);
+    }
+    Ok(())
+}
+
+pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+    let extra: Vec<String> = match args.resume {
+        true => vec!["trainer.resume_mode=latest".into()],
+        false => Vec::new(),
+    };
+    let (cfg, envs) = load_run(&args.run, &extra)?;
     let summary = train(
         cfg,
         envs,
         &TrainOptions {
-            progress: !args.quiet,
+            progress: !args.run.quiet,
             max_steps: args.max_steps,
             engine_program: std::env::current_exe().ok(),
+            eval_only: false,
         },
     )?;
     if summary.rank != 0 {

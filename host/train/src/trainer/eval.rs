@@ -8,6 +8,7 @@ use anyhow::Result;
 use skyrl_rollout::{GeneratorRequest, RolloutParams};
 
 use super::dumps::{eval_dump_dir, eval_records, write_eval_dump, EvalRecord};
+use super::eval_metrics::{eval_metrics, EvalSample};
 use super::step_metrics::mean;
 use super::work::derive_seed;
 use super::Trainer;
@@ -25,6 +26,7 @@ impl Trainer {
         let phase = self.progress.begin(super::Phase::Eval, self.global_step);
         let dump = self.cfg.trainer.dump_eval_results;
         let mut records: Vec<EvalRecord> = Vec::new();
+        let mut samples: Vec<EvalSample> = Vec::new();
         let mut rewards = Vec::new();
         let mut env_sums = MeanSums::default();
         let all: Vec<usize> = (0..self.val_data.len()).collect();
@@ -46,6 +48,20 @@ impl Trainer {
             }
             let seed = derive_seed(self.cfg.trainer.seed, self.global_step, 1000 + k as u64);
             let params = RolloutParams::from_config(g, &sp, Some(seed));
+            let n = g.eval_n_samples_per_prompt.max(1);
+            let first = k * chunk_size;
+            let sources: Vec<(u64, String)> = reqs
+                .iter()
+                .map(|r| {
+                    let i = r.stream.unwrap_or(0) as usize;
+                    let ds = r
+                        .extras
+                        .get("data_source")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("unknown");
+                    ((first + i / n) as u64, ds.to_string())
+                })
+                .collect();
             let out = self
                 .generator
                 .generate(&self.rollout, &self.tokenizer, &reqs, &params)?;
@@ -54,12 +70,17 @@ impl Trainer {
                 records.extend(eval_records(&self.tokenizer, &reqs, &out)?);
             }
             rewards.extend(out.sequence_rewards());
+            for ((uid, ds), r) in sources.iter().zip(&out.rewards) {
+                samples.push(EvalSample::new(*uid, ds, r));
+            }
         }
         let mut rewards_all = Vec::new();
         let mut env_all = MeanSums::default();
-        for (r, sums) in self.dist.all_gather_json(&(rewards, env_sums))? {
+        let mut samples_all = Vec::new();
+        for (r, sums, s) in self.dist.all_gather_json(&(rewards, env_sums, samples))? {
             rewards_all.extend(r);
             env_all.merge(sums);
+            samples_all.extend(s);
         }
         self.progress
             .end(phase, rewards_all.len() as f64, "samples");
@@ -69,6 +90,10 @@ impl Trainer {
         for (k, v) in env_all.means() {
             m.insert(format!("eval/env/{k}"), v);
         }
+        m.extend(eval_metrics(
+            &samples_all,
+            g.eval_n_samples_per_prompt.max(1),
+        ));
         if dump {
             let all: Vec<EvalRecord> = self
                 .dist
@@ -77,10 +102,11 @@ impl Trainer {
                 .flatten()
                 .collect();
             if self.dist.is_main() {
-                let dir = eval_dump_dir(
-                    &expand_home(&self.cfg.trainer.export_path),
-                    self.global_step,
-                );
+                let export = expand_home(&self.cfg.trainer.export_path);
+                let dir = match self.eval_only {
+                    true => export.join("dumped_evals").join("eval_only"),
+                    false => eval_dump_dir(&export, self.global_step),
+                };
                 write_eval_dump(&dir, &all, &m)?;
                 tracing::info!(dir = %dir.display(), "dumped the evaluation");
             }

@@ -13,6 +13,7 @@ mod advantages;
 mod dumps;
 mod dynamic_sampling;
 mod eval;
+mod eval_metrics;
 mod pipeline;
 mod progress;
 mod run;
@@ -55,6 +56,8 @@ pub struct TrainOptions {
     /// The `skyrl` executable whose `serve` runs the engines of disaggregated
     /// local placement (default: this process's executable when it is `skyrl`).
     pub engine_program: Option<PathBuf>,
+    /// Evaluation only ([`evaluate_only`]): the training data is not loaded.
+    pub eval_only: bool,
 }
 
 /// What a run produced.
@@ -103,6 +106,8 @@ pub struct Trainer {
     engine_stats_seen: EngineStats,
     /// The progress display (set up by the run loop).
     progress: Progress,
+    /// An evaluation-only run ([`evaluate_only`]): dumps go to `eval_only`.
+    eval_only: bool,
 }
 
 impl Trainer {
@@ -450,6 +455,28 @@ pub fn train(cfg: SkyrlConfig, envs: PluginSet, opts: &TrainOptions) -> Result<R
         Some(label) => run().context(label),
         None => run(),
     }
+}
+
+/// Evaluation alone (skyrl-train's main_generate): sets up the trainer (model,
+/// or the checkpoint `trainer.resume_*` selects; engines; validation data) and
+/// evaluates once. Returns this rank and the metrics; with
+/// `trainer.dump_eval_results` rank 0 writes the trajectories under
+/// `export_path/dumped_evals/eval_only`.
+pub fn evaluate_only(
+    cfg: SkyrlConfig,
+    envs: PluginSet,
+    opts: &TrainOptions,
+) -> Result<(usize, StepMetrics)> {
+    let opts = TrainOptions {
+        eval_only: true,
+        ..opts.clone()
+    };
+    let mut t = Trainer::with_options(cfg, envs, &opts)?;
+    t.eval_only = true;
+    t.progress = Progress::new(opts.progress && t.dist.is_main(), 0, 0);
+    let m = t.evaluate()?;
+    t.progress.finish();
+    Ok((t.dist.rank(), m))
 }
 
 /// Ensures a directory exists (helper for callers preparing a run dir).

@@ -287,20 +287,27 @@ impl Trainer {
             dist.main_first(|| resolve_model_dir(&t.policy.model, &init_dir(&cfg), t.seed))?;
         let tokenizer = Arc::new(Tokenizer::from_dir(&policy_dir)?);
         let max_len = t.max_prompt_length;
-        let train_data = drop_long_prompts(
-            PromptDataset::load(&cfg.data.train_data)?,
-            &tokenizer,
-            max_len,
-            "train",
-        )?;
+        let train_data = match opts.eval_only {
+            true => PromptDataset::default(),
+            false => drop_long_prompts(
+                PromptDataset::load(&cfg.data.train_data)?,
+                &tokenizer,
+                max_len,
+                "train",
+            )?,
+        };
         let val_data = drop_long_prompts(
             PromptDataset::load(&cfg.data.val_data)?,
             &tokenizer,
             max_len,
             "validation",
         )?;
-        let sampler =
-            EpochSampler::new(train_data.len(), t.train_batch_size, t.seed, t.epochs, true)?;
+        // An evaluation-only run never draws a batch.
+        let rows = match opts.eval_only {
+            true => t.train_batch_size,
+            false => train_data.len(),
+        };
+        let sampler = EpochSampler::new(rows, t.train_batch_size, t.seed, t.epochs, true)?;
         check_env_classes(&cfg, &train_data, &envs)?;
         let roles = load_roles(&cfg, strategy, &dist, sampler.total_batches(), policy_dir)?;
         let (generator, rollout) =
@@ -331,6 +338,7 @@ impl Trainer {
             kl_ctrl,
             engine_stats_seen: Default::default(),
             progress: super::Progress::hidden(),
+            eval_only: false,
         };
         trainer.maybe_resume()?;
         trainer.trained_pos = trainer.sampler.position();
