@@ -279,6 +279,13 @@ impl CausalLm {
         self.norm.forward(&h)
     }
 
+    /// Final hidden states `[B, T, H]` of a full (uncached) forward, for heads
+    /// other than the LM head (a critic's value head).
+    pub fn hidden_states(&self, input_ids: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
+        let (ids, positions, additive) = self.full_inputs(input_ids, Some(attention_mask))?;
+        Ok(self.forward_hidden(&ids, &positions, &additive, None))
+    }
+
     /// Logits `[.., V]` of hidden states `[.., H]`.
     pub fn logits(&self, hidden: &Tensor) -> Tensor {
         hidden.matmul(&self.lm_head.tr())

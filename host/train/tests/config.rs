@@ -196,7 +196,6 @@ fn validation_reports_every_problem() {
     for needle in [
         "divisible by trainer.policy_mini_batch_size",
         "mutually exclusive",
-        "needs a critic",
         "loss_reduction `mean`",
         "resume_path",
     ] {

@@ -115,7 +115,8 @@ impl SkyrlConfig {
                 ));
             }
         }
-        let has_critic = t.critic.model.path.is_some() || t.critic.model.init.is_some();
+        // gae trains a critic (its own model, or the policy's with a value head).
+        let has_critic = a.advantage_estimator == "gae";
         if has_critic
             && t.critic_mini_batch_size > 0
             && !t.train_batch_size.is_multiple_of(t.critic_mini_batch_size)
@@ -188,8 +189,12 @@ impl SkyrlConfig {
         }
 
         // algorithm
-        if a.advantage_estimator == "gae" && !has_critic {
-            e.push("trainer.algorithm.advantage_estimator=gae needs a critic: set trainer.critic.model.path or .init".into());
+        let critic_model = t.critic.model.path.is_some() || t.critic.model.init.is_some();
+        if critic_model && !has_critic {
+            e.push(format!(
+                "trainer.critic.model is set but trainer.algorithm.advantage_estimator={} trains no critic (use gae)",
+                a.advantage_estimator
+            ));
         }
         if a.use_kl_loss && a.use_kl_in_reward {
             e.push(

@@ -141,6 +141,15 @@ pub(super) struct AdvantageJob<'a> {
     pub group_ids: &'a [String],
     pub rows: &'a RankRows,
     pub steps: Option<&'a StepRows>,
+    /// `[N, R]` critic values of this rank's rows (`gae`).
+    pub values: Option<&'a Tensor>,
+}
+
+/// Advantages `[N, R]` of this rank's rows, and the returns (value targets)
+/// when the estimator makes them for a critic.
+pub(super) struct Advantages {
+    pub advantages: Tensor,
+    pub returns: Option<Tensor>,
 }
 
 /// Token rewards (with the in-reward KL penalty when configured) and the
@@ -153,7 +162,7 @@ pub(super) fn compute_advantages(
     kl_ctrl: Option<&mut KlController>,
     job: &AdvantageJob,
     metrics: &mut StepMetrics,
-) -> Result<Tensor> {
+) -> Result<Advantages> {
     let a = &cfg.trainer.algorithm;
     let batch = job.batch;
     let token_rewards = match (job.ref_logprobs, kl_ctrl) {
@@ -186,11 +195,10 @@ pub(super) fn compute_advantages(
             &steps.trajectory,
             &steps.is_last,
         )?;
-        return Ok(normalized(
-            a.advantage_batch_normalize,
-            adv,
-            &batch.response_mask,
-        ));
+        return Ok(Advantages {
+            advantages: normalized(a.advantage_batch_normalize, adv, &batch.response_mask),
+            returns: None,
+        });
     }
     // The whole batch, in batch order.
     let whole = |t: &Tensor| -> Result<Tensor> {
@@ -201,24 +209,28 @@ pub(super) fn compute_advantages(
     };
     let all_rewards = whole(&token_rewards)?;
     let all_mask = whole(&batch.response_mask)?;
-    let adv = estimator
-        .compute(
-            &AdvantageInput {
-                token_level_rewards: &all_rewards,
-                response_mask: &all_mask,
-                group_ids: job.group_ids,
-                values: None,
-            },
-            &params,
-        )?
-        .advantages;
-    let adv = normalized(a.advantage_batch_normalize, adv, &all_mask);
+    let all_values = job.values.map(whole).transpose()?;
+    let out = estimator.compute(
+        &AdvantageInput {
+            token_level_rewards: &all_rewards,
+            response_mask: &all_mask,
+            group_ids: job.group_ids,
+            values: all_values.as_ref(),
+        },
+        &params,
+    )?;
+    let adv = normalized(a.advantage_batch_normalize, out.advantages, &all_mask);
     let mine: Vec<i64> = job.rows.mine().iter().map(|&g| g as i64).collect();
     let mine = Tensor::from_slice(&mine).to_device(adv.device());
-    Ok(adv
-        .index_select(0, &mine)
-        .narrow(1, 0, batch.response_len())
-        .to_kind(Kind::Float))
+    let mine_of = |t: &Tensor| {
+        t.index_select(0, &mine)
+            .narrow(1, 0, batch.response_len())
+            .to_kind(Kind::Float)
+    };
+    Ok(Advantages {
+        advantages: mine_of(&adv),
+        returns: all_values.as_ref().map(|_| mine_of(&out.returns)),
+    })
 }
 
 fn normalized(on: bool, adv: Tensor, mask: &Tensor) -> Tensor {

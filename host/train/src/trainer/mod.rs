@@ -38,7 +38,9 @@ use crate::config::SkyrlConfig;
 use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
 use crate::dist::Dist;
 use crate::metrics::StepMetrics;
-use crate::workers::{OptimizerState, PolicyWorker, PpoBatch, PpoSettings, RefWorker};
+use crate::workers::{
+    CriticSettings, CriticWorker, OptimizerState, PolicyWorker, PpoBatch, PpoSettings, RefWorker,
+};
 use advantages::{apply_output_filters, compute_advantages, AdvantageJob, RankRows, StepRows};
 use dynamic_sampling::{DynamicSampler, Sampled};
 use progress::{Phase, Progress};
@@ -85,6 +87,8 @@ pub struct Trainer {
     dist: Arc<Dist>,
     policy: PolicyWorker,
     reference: Option<RefWorker>,
+    /// The critic, with `advantage_estimator: gae`.
+    critic: Option<CriticWorker>,
     rollout: Arc<RolloutEngine>,
     weight_sync: WeightSync,
     tokenizer: Arc<Tokenizer>,
@@ -236,6 +240,10 @@ impl Trainer {
             Some(r) => Some(r.logprobs(&batch, micro_fwd, temperature)?),
             None => None,
         };
+        let values = match &self.critic {
+            Some(c) => Some(c.values(&batch, micro_fwd)?),
+            None => None,
+        };
         let job = AdvantageJob {
             batch: &batch,
             old_logprobs: &old_lp,
@@ -243,10 +251,12 @@ impl Trainer {
             group_ids: &group_ids,
             rows: &rows,
             steps: steps.as_ref(),
+            values: values.as_ref(),
         };
         let kl_ctrl = self.kl_ctrl.as_mut();
-        let advantages =
+        let computed =
             compute_advantages(&cfg, &dist, &self.adv_registry, kl_ctrl, &job, &mut extra)?;
+        let advantages = computed.advantages;
         if cfg.trainer.dump_data_batch {
             // Step-wise training splits trajectories into turns: no uid then.
             let uids: Vec<String> = match out.len() == rows.mine().len() {
@@ -272,6 +282,35 @@ impl Trainer {
         let update = self
             .policy
             .ppo_update(&data, &ppo_settings(&cfg, dist.world(), temperature))?;
+        if let (Some(critic), Some(values), Some(returns)) = (
+            self.critic.as_mut(),
+            values.as_ref(),
+            computed.returns.as_ref(),
+        ) {
+            let t = &cfg.trainer;
+            let n = cfg.generator.n_samples_per_prompt;
+            let settings = CriticSettings {
+                epochs: t.update_epochs_per_batch,
+                mini_batch_rows: (t.critic_mini_batch_size * n / dist.world()).max(1) as i64,
+                micro_batch_rows: t.micro_train_batch_size_per_gpu.max(1) as i64,
+                value_clip: t.algorithm.value_clip.filter(|c| *c > 0.0),
+                max_grad_norm: t.critic.optimizer_config.max_grad_norm,
+            };
+            let r = critic.update(&batch, values, returns, &settings)?;
+            extra.insert("critic/loss".into(), r.loss);
+            extra.insert("critic/grad_norm".into(), r.grad_norm);
+            extra.insert("critic/lr".into(), r.lr);
+            if let Some(f) = r.clipfrac {
+                extra.insert("critic/vf_clipfrac".into(), f);
+            }
+            let mask = &batch.response_mask;
+            let masked_mean = |x: &tch::Tensor| {
+                (x * mask).sum(tch::Kind::Float).double_value(&[])
+                    / mask.sum(tch::Kind::Float).double_value(&[]).max(1.0)
+            };
+            extra.insert("critic/values_mean".into(), masked_mean(values));
+            extra.insert("critic/returns_mean".into(), masked_mean(returns));
+        }
         self.global_step += 1;
         self.progress.end(phase, out.len() as f64, "samples");
 
@@ -387,11 +426,16 @@ impl Trainer {
                 (Some(r), true) => Some(r.weights()),
                 _ => None,
             };
-            let extra: Vec<(&str, &[(String, tch::Tensor)])> = reference
+            let critic = self.critic.as_ref().map(CriticWorker::checkpoint_state);
+            let mut extra: Vec<(&str, &[(String, tch::Tensor)])> = reference
                 .as_deref()
                 .map(|w| (REF_GROUP, w))
                 .into_iter()
                 .collect();
+            if let Some((w, o)) = &critic {
+                extra.push((CRITIC_GROUP, w));
+                extra.push((CRITIC_OPTIMIZER_GROUP, o));
+            }
             let data = CheckpointData {
                 model: &model,
                 optimizer: &full,
@@ -408,6 +452,9 @@ impl Trainer {
 
 /// Checkpoint group of the reference weights (`update_ref_every_epoch`).
 const REF_GROUP: &str = "ref";
+/// Checkpoint groups of the critic (`gae`).
+const CRITIC_GROUP: &str = "critic";
+const CRITIC_OPTIMIZER_GROUP: &str = "critic_optimizer";
 
 /// Step-wise trajectories: one sample per turn (advantages come from last
 /// steps); `None` when `generator.step_wise_trajectories` is off.

@@ -18,14 +18,14 @@ use skyrl_rollout::{Generator, PluginSet};
 use tch::Kind;
 use tracing::{info, warn};
 
-use super::{TrainOptions, Trainer, REF_GROUP};
+use super::{TrainOptions, Trainer, CRITIC_GROUP, CRITIC_OPTIMIZER_GROUP, REF_GROUP};
 use crate::algorithms::{AdvantageEstimatorRegistry, KlController, PolicyLossRegistry};
 use crate::checkpoint;
 use crate::config::{SkyrlConfig, TrainingMode};
 use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
 use crate::dist::Dist;
 use crate::model_setup::resolve_model_dir;
-use crate::workers::{PolicySettings, PolicyWorker, RefWorker, Strategy};
+use crate::workers::{CriticWorker, PolicySettings, PolicyWorker, RefWorker, Strategy};
 
 /// Fails clearly on configuration this trainer does not implement with
 /// `world` ranks (rather than silently ignoring it), before any work. Batch
@@ -36,7 +36,12 @@ fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
     let g = &cfg.generator;
     let mut e: Vec<&str> = Vec::new();
     if t.algorithm.advantage_estimator == "gae" {
-        e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported by this trainer yet");
+        if world > 1 {
+            e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported with several ranks yet; run it on one process");
+        }
+        if g.step_wise_trajectories {
+            e.push("trainer.algorithm.advantage_estimator=gae is not supported with generator.step_wise_trajectories");
+        }
     }
     if t.algorithm.dynamic_sampling.kind.is_some() {
         if world > 1 {
@@ -168,6 +173,7 @@ fn drop_long_prompts(
 struct Roles {
     policy: PolicyWorker,
     reference: Option<RefWorker>,
+    critic: Option<CriticWorker>,
     policy_dir: PathBuf,
 }
 
@@ -201,9 +207,25 @@ fn load_roles(
     } else {
         None
     };
+    // The critic (gae): its own model, or the policy's with a fresh value head.
+    let critic = if t.algorithm.advantage_estimator == "gae" {
+        let c = &t.critic.model;
+        let dir = match c.path.is_some() || c.init.is_some() {
+            true => dist.main_first(|| {
+                resolve_model_dir(c, &init_dir.with_file_name("init_critic"), t.seed)
+            })?,
+            false => policy_dir.clone(),
+        };
+        let vocab = policy.model().config().vocab_size;
+        let opt = &t.critic.optimizer_config;
+        Some(CriticWorker::load(&dir, &options, opt, total_steps, vocab)?)
+    } else {
+        None
+    };
     Ok(Roles {
         policy,
         reference,
+        critic,
         policy_dir,
     })
 }
@@ -323,6 +345,7 @@ impl Trainer {
             dist,
             policy: roles.policy,
             reference: roles.reference,
+            critic: roles.critic,
             rollout,
             weight_sync,
             tokenizer,
@@ -367,6 +390,15 @@ impl Trainer {
             .restore(ck.model, ck.optimizer)
             .with_context(|| format!("cannot restore the policy from {}", dir.display()))?;
         self.sampler.restore(ck.state.data_position)?;
+        if let Some(c) = self.critic.as_mut() {
+            let weights = ck.extra.remove(CRITIC_GROUP);
+            let optimizer = ck.extra.remove(CRITIC_OPTIMIZER_GROUP);
+            let (Some(w), Some(o)) = (weights, optimizer) else {
+                bail!("checkpoint {} has no critic (extra/{CRITIC_GROUP}.safetensors); it was not saved by a gae run", dir.display());
+            };
+            c.restore(w, o)
+                .with_context(|| format!("cannot restore the critic from {}", dir.display()))?;
+        }
         if let (Some(r), Some(weights)) = (self.reference.as_mut(), ck.extra.remove(REF_GROUP)) {
             r.restore(weights)
                 .with_context(|| format!("cannot restore the reference from {}", dir.display()))?;

@@ -4,12 +4,14 @@
 //! The trainer loop only sequences calls into them; how a role is
 //! distributed lives inside it.
 
+pub mod critic;
 pub mod forward;
 pub mod memory;
 pub mod policy;
 pub mod reference;
 
 pub use crate::config::Strategy;
+pub use critic::{CriticReport, CriticSettings, CriticWorker};
 pub use memory::MemoryPlan;
 pub use policy::{
     MemoryReport, OptimizerState, PolicySettings, PolicyWorker, PpoBatch, PpoReport, PpoSettings,

@@ -1,0 +1,187 @@
+//! The critic role (`advantage_estimator: gae`): the policy's architecture
+//! with a value head (`value_head`, hidden -> 1, no bias, as skyrl-train's
+//! critic) instead of the LM head, giving a value per response token (the
+//! state before the token, as the logprobs), trained with the clipped value
+//! loss on its own AdamW.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use skyrl_model::{CausalLm, LoadOptions};
+use tch::{nn, nn::Module, Kind, Tensor};
+
+use crate::algorithms::critic_value_loss;
+use crate::batch::TrainingBatch;
+use crate::config::OptimizerConfig;
+use crate::optim::AdamW;
+
+/// Named tensors (weights or optimizer state).
+pub type NamedTensors = Vec<(String, Tensor)>;
+
+/// Name of the value head's weight in checkpoints.
+pub const VALUE_HEAD: &str = "value_head.weight";
+
+/// How the critic is trained each step.
+#[derive(Debug, Clone, Copy)]
+pub struct CriticSettings {
+    pub epochs: usize,
+    pub mini_batch_rows: i64,
+    pub micro_batch_rows: i64,
+    /// `trainer.algorithm.value_clip` (None: unclipped).
+    pub value_clip: Option<f64>,
+    pub max_grad_norm: f64,
+}
+
+/// Means of one critic update.
+#[derive(Debug, Clone, Default)]
+pub struct CriticReport {
+    pub loss: f64,
+    pub clipfrac: Option<f64>,
+    pub grad_norm: f64,
+    pub lr: f64,
+}
+
+/// Owns the critic model, its value head and optimizer.
+pub struct CriticWorker {
+    model: CausalLm,
+    _head_store: nn::VarStore,
+    head: nn::Linear,
+    optimizer: AdamW,
+}
+
+impl CriticWorker {
+    /// Loads the critic's backbone from `dir` (a fresh value head) for a
+    /// policy with `vocab_size` tokens.
+    pub fn load(
+        dir: &Path,
+        options: &LoadOptions,
+        optimizer: &OptimizerConfig,
+        total_steps: usize,
+        vocab_size: i64,
+    ) -> Result<Self> {
+        let model = CausalLm::from_pretrained(dir, options)
+            .with_context(|| format!("cannot load the critic from {}", dir.display()))?;
+        if model.config().vocab_size != vocab_size {
+            bail!(
+                "the critic at {} has a vocabulary of {} tokens, the policy {}: they must share the tokenizer",
+                dir.display(),
+                model.config().vocab_size,
+                vocab_size
+            );
+        }
+        let store = nn::VarStore::new(options.device);
+        let hidden = model.config().hidden_size;
+        let head = nn::linear(
+            store.root() / "value_head",
+            hidden,
+            1,
+            nn::LinearConfig {
+                bias: false,
+                ..Default::default()
+            },
+        );
+        let mut params = model.named_parameters();
+        params.push((VALUE_HEAD.to_string(), head.ws.shallow_clone()));
+        let optimizer = AdamW::from_config(params, optimizer, total_steps)?;
+        Ok(Self {
+            model,
+            _head_store: store,
+            head,
+            optimizer,
+        })
+    }
+
+    /// Values `[len, R]` of the response tokens of rows `start..start+len`.
+    fn response_values(&self, batch: &TrainingBatch, start: i64, len: i64) -> Result<Tensor> {
+        let ids = batch.input_ids.narrow(0, start, len);
+        let attn = batch.attention_mask.narrow(0, start, len);
+        let hidden = self.model.hidden_states(&ids, &attn)?;
+        let values = self
+            .head
+            .forward(&hidden.to_kind(Kind::Float))
+            .squeeze_dim(-1);
+        Ok(values.narrow(1, batch.prompt_len - 1, batch.response_len()))
+    }
+
+    /// No-grad values `[N, R]` of every row, `micro` rows per forward.
+    pub fn values(&self, batch: &TrainingBatch, micro: i64) -> Result<Tensor> {
+        let _g = tch::no_grad_guard();
+        let (n, micro) = (batch.rows(), micro.max(1));
+        let mut parts = Vec::new();
+        let mut s = 0;
+        while s < n {
+            let len = micro.min(n - s);
+            parts.push(self.response_values(batch, s, len)?);
+            s += len;
+        }
+        Ok(Tensor::cat(&parts, 0))
+    }
+
+    /// `settings.epochs` passes of mini-batches of the clipped value loss
+    /// towards `returns`, clipped around `old_values`.
+    pub fn update(
+        &mut self,
+        batch: &TrainingBatch,
+        old_values: &Tensor,
+        returns: &Tensor,
+        settings: &CriticSettings,
+    ) -> Result<CriticReport> {
+        let n = batch.rows();
+        let mini = settings.mini_batch_rows.max(1);
+        let micro = settings.micro_batch_rows.max(1);
+        let (mut losses, mut fracs, mut report) = (Vec::new(), Vec::new(), CriticReport::default());
+        for _ in 0..settings.epochs.max(1) {
+            let mut start = 0;
+            while start < n {
+                let len = mini.min(n - start);
+                self.optimizer.zero_grad();
+                let mut s = start;
+                while s < start + len {
+                    let rows = micro.min(start + len - s);
+                    let values = self.response_values(batch, s, rows)?;
+                    let (loss, frac) = critic_value_loss(
+                        &values,
+                        &old_values.narrow(0, s, rows),
+                        &returns.narrow(0, s, rows),
+                        &batch.response_mask.narrow(0, s, rows),
+                        settings.value_clip,
+                    );
+                    // Sequence mean over the mini-batch: each micro-batch's share.
+                    (&loss * (rows as f64 / len as f64)).backward();
+                    losses.push(loss.double_value(&[]));
+                    fracs.extend(frac);
+                    s += rows;
+                }
+                let (norm, lr) = self.optimizer.step(settings.max_grad_norm);
+                (report.grad_norm, report.lr) = (norm, lr);
+                start += len;
+            }
+        }
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        report.loss = mean(&losses);
+        report.clipfrac = (!fracs.is_empty()).then(|| mean(&fracs));
+        Ok(report)
+    }
+
+    /// Weights (backbone and value head) and optimizer state, for checkpoints.
+    pub fn checkpoint_state(&self) -> (NamedTensors, NamedTensors) {
+        let mut weights = self.model.named_parameters();
+        weights.push((VALUE_HEAD.to_string(), self.head.ws.shallow_clone()));
+        (weights, self.optimizer.state_tensors())
+    }
+
+    /// Restores [`CriticWorker::checkpoint_state`].
+    pub fn restore(&mut self, mut weights: NamedTensors, optimizer: NamedTensors) -> Result<()> {
+        let i = weights
+            .iter()
+            .position(|(n, _)| n == VALUE_HEAD)
+            .context("the critic checkpoint has no value head")?;
+        let (_, head) = weights.remove(i);
+        {
+            let _g = tch::no_grad_guard();
+            self.head.ws.shallow_clone().f_copy_(&head)?;
+        }
+        super::policy::load_params(&self.model, weights)?;
+        self.optimizer.load_state_tensors(optimizer)
+    }
+}
