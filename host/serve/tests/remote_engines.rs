@@ -27,6 +27,23 @@ fn serve(dir: &Path) -> String {
     spawn_router(router(tiny_state(dir).with_weights_root(root)))
 }
 
+/// Posts a completion request body to `upstream`; its status and body.
+async fn forward(
+    http: &reqwest::Client,
+    upstream: &str,
+    body: String,
+) -> (axum::http::StatusCode, String) {
+    let r = http
+        .post(format!("{upstream}/v1/completions"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = axum::http::StatusCode::from_u16(r.status().as_u16()).unwrap();
+    (status, r.text().await.unwrap())
+}
+
 /// Forwards to `upstream` after answering the first `fail_first` completion
 /// requests with 503; counts the completion requests it saw.
 fn flaky_proxy(upstream: String, fail_first: usize) -> (String, Arc<AtomicUsize>) {
@@ -47,15 +64,7 @@ fn flaky_proxy(upstream: String, fail_first: usize) -> (String, Arc<AtomicUsize>
                             "overloaded".into(),
                         );
                     }
-                    let r = http
-                        .post(format!("{upstream}/v1/completions"))
-                        .header("content-type", "application/json")
-                        .body(body)
-                        .send()
-                        .await
-                        .unwrap();
-                    let status = axum::http::StatusCode::from_u16(r.status().as_u16()).unwrap();
-                    (status, r.text().await.unwrap())
+                    forward(&http, &upstream, body).await
                 }
             }),
         )
@@ -310,4 +319,88 @@ fn weight_reload_and_pause_reach_every_server() {
     rt.block_on(c.resume()).unwrap();
     let out = rt.block_on(pending).unwrap().unwrap();
     assert_eq!(out.len(), 4);
+}
+
+/// Forwards completions to `upstream`, keeping every request body it saw.
+fn recording_proxy(upstream: String) -> (String, Arc<std::sync::Mutex<Vec<serde_json::Value>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let bodies = seen.clone();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let (models_http, models_upstream) = (http.clone(), upstream.clone());
+    let app = axum::Router::new()
+        .route(
+            "/v1/models",
+            axum::routing::get(move || {
+                let (http, upstream) = (models_http.clone(), models_upstream.clone());
+                async move {
+                    let r = http
+                        .get(format!("{upstream}/v1/models"))
+                        .send()
+                        .await
+                        .unwrap();
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        r.text().await.unwrap(),
+                    )
+                }
+            }),
+        )
+        .route(
+            "/v1/completions",
+            axum::routing::post(move |body: String| {
+                bodies
+                    .lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&body).unwrap());
+                let (http, upstream) = (http.clone(), upstream.clone());
+                async move { forward(&http, &upstream, body).await }
+            }),
+        )
+        .route("/health", axum::routing::get(|| async { "ok" }));
+    (spawn_router(app), seen)
+}
+
+#[test]
+fn penalties_and_min_tokens_reach_the_server_and_act_as_locally() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path(), 5);
+    let (url, bodies) = recording_proxy(serve(tmp.path()));
+    let c = client(vec![url], |_| {});
+    let rt = rt();
+    rt.block_on(c.wait_ready(Duration::from_secs(30))).unwrap();
+    let ps = prompts(tmp.path(), 3);
+    let params = SamplingParams {
+        repetition_penalty: 1.5,
+        presence_penalty: 0.7,
+        frequency_penalty: 0.3,
+        min_tokens: 4,
+        ..SamplingParams::greedy(8)
+    };
+    let got = rt
+        .block_on(c.generate(
+            &ps,
+            &SampleStream::sequence(Some(1), 3),
+            &params,
+            &sessions(3),
+        ))
+        .unwrap();
+    let want = local_engine(tmp.path()).generate(&ps, &params).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.token_ids, w.token_ids);
+    }
+    let plain = local_engine(tmp.path())
+        .generate(&ps, &SamplingParams::greedy(8))
+        .unwrap();
+    assert_ne!(
+        plain.iter().map(|c| &c.token_ids).collect::<Vec<_>>(),
+        want.iter().map(|c| &c.token_ids).collect::<Vec<_>>(),
+        "the penalties change greedy output on this model"
+    );
+    for b in bodies.lock().unwrap().iter() {
+        assert_eq!(b["repetition_penalty"], 1.5);
+        assert_eq!(b["presence_penalty"], 0.7);
+        assert_eq!(b["frequency_penalty"], 0.3);
+        assert_eq!(b["min_tokens"], 4);
+    }
 }
