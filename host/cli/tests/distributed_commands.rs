@@ -200,7 +200,9 @@ fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
         tmp.path().join("ddp"),
         tmp.path().join("fsdp"),
     );
-    run_single(&args(&one, 3, "ddp", 1, &[]));
+    // prompt_mean: the reduction needs the prompts of every rank.
+    let red = ["trainer.algorithm.loss_reduction=prompt_mean"];
+    run_single(&args(&one, 3, "ddp", 1, &red));
     // ddp through torchrun itself (its agent hosts the store).
     let out = Command::new(torchrun())
         .current_dir(repo())
@@ -218,7 +220,7 @@ fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
             "--no-python",
         ])
         .arg(env!("CARGO_BIN_EXE_skyrl"))
-        .args(args(&ddp, 3, "ddp", 2, &[]))
+        .args(args(&ddp, 3, "ddp", 2, &red))
         .output()
         .unwrap();
     assert!(out.status.success(), "torchrun: {}", text(&out));
@@ -231,7 +233,7 @@ fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
     );
     assert_same_run(&one, &ddp, 3, "ddp on 2 ranks");
 
-    let outs = run_ranks(2, &args(&fsdp, 3, "fsdp2", 2, &[]));
+    let outs = run_ranks(2, &args(&fsdp, 3, "fsdp2", 2, &red));
     assert!(text(&outs[0]).contains("trained steps 0..3"));
     assert!(!text(&outs[1]).contains("trained steps"));
     // The sharded optimizer state: one file per rank and a layout.

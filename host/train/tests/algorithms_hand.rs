@@ -13,7 +13,7 @@ use skyrl_train::algorithms::filters::{
 use skyrl_train::algorithms::kl::{apply_kl_penalty_to_rewards, KlController};
 use skyrl_train::algorithms::off_policy::compute_tis_ratio;
 use skyrl_train::algorithms::{
-    compute_approx_kl, entropy_from_logits, reduce_loss, AdvantageEstimatorRegistry,
+    compute_approx_kl, entropy_from_logits, scale_advantages, AdvantageEstimatorRegistry,
     AdvantageInput, AdvantageParams, KlEstimator, LossReduction, PolicyLossInput, PolicyLossOutput,
     PolicyLossRegistry,
 };
@@ -324,20 +324,57 @@ fn kl_entropy_reduction_by_hand() {
 
     let loss = t(&[&[1.0, 2.0, 3.0], &[4.0, 9.0, 9.0]]);
     let mask = t(&[&[1.0, 1.0, 1.0], &[1.0, 0.0, 0.0]]);
-    let r = |red| {
-        reduce_loss(&loss, &mask, red, Some(4))
-            .unwrap()
-            .double_value(&[])
+    // A reduction scales the advantages so that their masked sum is the mean.
+    let r = |red, micro, prompts: &[u64]| {
+        let scaled = scale_advantages(&loss, &mask, red, micro, Some(4), Some(prompts)).unwrap();
+        (scaled * &mask).sum(Kind::Float).double_value(&[])
     };
-    assert_near("token_mean", r(LossReduction::TokenMean), 2.5, 1e-6);
-    assert_near("sequence_mean", r(LossReduction::SequenceMean), 3.0, 1e-6);
+    let same = [0u64, 0];
+    assert_near(
+        "token_mean",
+        r(LossReduction::TokenMean, 2, &same),
+        2.5,
+        1e-6,
+    );
+    assert_near(
+        "token_mean_legacy",
+        r(LossReduction::TokenMeanLegacy, 1, &same),
+        3.0,
+        1e-6,
+    );
+    assert_near(
+        "sequence_mean",
+        r(LossReduction::SequenceMean, 2, &same),
+        3.0,
+        1e-6,
+    );
     assert_near(
         "seq_mean_token_sum_norm",
-        r(LossReduction::SeqMeanTokenSumNorm),
+        r(LossReduction::SeqMeanTokenSumNorm, 2, &same),
         1.25,
         1e-6,
     );
-    assert!(reduce_loss(&loss, &mask, LossReduction::SeqMeanTokenSumNorm, None).is_err());
+    assert_near(
+        "prompt_mean, one prompt",
+        r(LossReduction::PromptMean, 2, &same),
+        2.5,
+        1e-6,
+    );
+    assert_near(
+        "prompt_mean, two",
+        r(LossReduction::PromptMean, 2, &[0, 1]),
+        3.0,
+        1e-6,
+    );
+    assert!(scale_advantages(
+        &loss,
+        &mask,
+        LossReduction::SeqMeanTokenSumNorm,
+        2,
+        None,
+        None
+    )
+    .is_err());
     assert!("bogus".parse::<LossReduction>().is_err());
 }
 
@@ -428,7 +465,7 @@ fn zero_variance_overlong_and_non_stop_filters() {
     ];
     // group a has zero variance -> masked; b varies; c is a singleton -> kept
     assert_eq!(
-        apply_zero_variance_filter(&rewards, &uids, &mut masks).unwrap(),
+        apply_zero_variance_filter(&rewards, &uids, &mut masks, 0.0).unwrap(),
         2
     );
     assert_eq!(masks[0], vec![0, 0]);

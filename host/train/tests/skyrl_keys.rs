@@ -1,5 +1,6 @@
 //! Every key of skyrl-train 0.3.1's ppo_base_config.yaml (fixture regenerated
-//! by tests/fixtures/make_skyrl_keys.py), set to skyrl's default: the config
+//! by tests/fixtures/make_skyrl_keys.py) and of skyrl 0.3.0's AlgorithmConfig
+//! (tests/fixtures/make_skyrl030_keys.py), set to skyrl's default: the config
 //! loads with it, or refuses it with an error naming the key. Nothing of a
 //! SkyRL config is silently dropped: unknown keys fail by name (every section
 //! denies unknown fields), and keys this trainer parses but cannot honour are
@@ -15,20 +16,38 @@ struct Key {
     default: Value,
 }
 
-fn keys() -> Vec<Key> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/skyrl_train_0.3.1_keys.json"
-    );
+fn keys(fixture: &str) -> Vec<Key> {
+    let path = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 #[test]
 fn every_skyrl_key_loads_or_is_refused_by_name() {
+    let (accepted, _) = check_keys("skyrl_train_0.3.1_keys.json");
+    assert!(
+        accepted.len() > 100,
+        "only {} SkyRL keys load",
+        accepted.len()
+    );
+}
+
+#[test]
+fn every_skyrl_0_3_0_algorithm_key_loads() {
+    let (accepted, refused) = check_keys("skyrl_0.3.0_keys.json");
+    assert!(
+        refused.is_empty(),
+        "skyrl 0.3.0 algorithm keys refused at their defaults: {refused:?}"
+    );
+    assert_eq!(accepted.len(), 45, "{accepted:?}");
+}
+
+/// Loads every key of `fixture` at its default; returns the accepted and
+/// the refused-by-name keys, failing on any refused without its name.
+fn check_keys(fixture: &str) -> (Vec<String>, Vec<String>) {
     let mut accepted = Vec::new();
     let mut refused = Vec::new();
     let mut silent = Vec::new();
-    for k in keys() {
+    for k in keys(fixture) {
         if k.default.is_null() {
             continue; // an interpolation or null default: nothing to set
         }
@@ -61,11 +80,7 @@ fn every_skyrl_key_loads_or_is_refused_by_name() {
         "refused without naming the key:\n{}",
         silent.join("\n")
     );
-    assert!(
-        accepted.len() > 100,
-        "only {} SkyRL keys load",
-        accepted.len()
-    );
+    (accepted, refused)
 }
 
 #[test]

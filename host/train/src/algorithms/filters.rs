@@ -42,18 +42,19 @@ pub fn zero_variance_keep(
     Ok((0..uids.len()).filter(|&i| !zero_var(&uids[i])).collect())
 }
 
-/// Zeroes the loss masks of zero-variance groups in place; returns how many
-/// trajectories were masked.
+/// Zeroes the loss masks of zero-variance groups (live rewards within `tol`
+/// of each other) in place; returns how many trajectories were masked.
 pub fn apply_zero_variance_filter<M: Copy + Default + PartialEq>(
     rewards: &[f64],
     uids: &[String],
     loss_masks: &mut [Vec<M>],
+    tol: f64,
 ) -> Result<usize> {
     let live: Vec<bool> = loss_masks
         .iter()
         .map(|m| m.iter().any(|v| *v != M::default()))
         .collect();
-    let keep = zero_variance_keep(rewards, uids, Some(&live), 0.0)?;
+    let keep = zero_variance_keep(rewards, uids, Some(&live), tol)?;
     let mut kept = vec![false; uids.len()];
     for i in keep {
         kept[i] = true;

@@ -18,7 +18,7 @@ pub use advantage::{
 pub use kl::{compute_approx_kl, entropy_from_logits, KlController, KlEstimator};
 pub use off_policy::Metrics;
 pub use policy_loss::{PolicyLoss, PolicyLossInput, PolicyLossOutput, PolicyLossRegistry};
-pub use reduction::{reduce_loss, LossReduction};
+pub use reduction::{advantage_scales, scale_advantages, LossReduction, ReductionRow};
 
 impl crate::config::SkyrlConfig {
     /// Checks that the configured estimator and loss names exist in the registries

@@ -123,7 +123,7 @@ pub fn compute_token_mask(
         .max(1.0);
     let mut m = Metrics::new();
     m.insert(
-        "token_mask_masked_ratio".into(),
+        "token_mask_ratio".into(),
         frac(&keep.logical_not().logical_and(&valid), total),
     );
     (keep.to_kind(Kind::Float), m)
@@ -176,7 +176,7 @@ pub fn compute_sequence_mask(
 
 /// Combined correction: returns the TIS weight (if `tis_ratio_type` is set), the
 /// updated loss mask (outlier, token and sequence masks applied) and metrics.
-/// Does nothing unless `tis_ratio_type` or `sequence_mask_metric` is set.
+/// Does nothing unless TIS, a sequence mask, the outlier mask or the token mask is set.
 pub fn compute_off_policy_correction(
     old_log_probs: &Tensor,
     rollout_logprobs: &Tensor,
@@ -185,9 +185,12 @@ pub fn compute_off_policy_correction(
 ) -> Result<(Option<Tensor>, Metrics, Tensor)> {
     let apply_tis = cfg.tis_ratio_type.is_some();
     let apply_seq = cfg.sequence_mask_metric.is_some();
+    let apply_outlier = cfg.outlier_token_is_threshold_low.is_some()
+        || cfg.outlier_token_is_threshold_high.is_some();
+    // As skyrl: the token mask needs both bounds (validation refuses one alone).
     let apply_tok =
-        cfg.token_mask_is_threshold_low.is_some() || cfg.token_mask_is_threshold_high.is_some();
-    if !apply_tis && !apply_seq && !apply_tok {
+        cfg.token_mask_is_threshold_low.is_some() && cfg.token_mask_is_threshold_high.is_some();
+    if !apply_tis && !apply_seq && !apply_outlier && !apply_tok {
         return Ok((None, Metrics::new(), loss_mask.shallow_clone()));
     }
     let ratio = safe_exp_delta(&(old_log_probs - rollout_logprobs), 20.0);
@@ -204,9 +207,14 @@ pub fn compute_off_policy_correction(
     metrics.insert("is_ratio_max".into(), masked_ratio.max().double_value(&[]));
     metrics.insert("is_ratio_min".into(), masked_ratio.min().double_value(&[]));
 
-    let (outlier, m) = compute_outlier_token_mask(old_log_probs, rollout_logprobs, loss_mask, cfg);
-    let mut mask = loss_mask * outlier;
-    metrics.extend(m);
+    // A copy: the masks below multiply it in place.
+    let mut mask = loss_mask.copy();
+    if apply_outlier {
+        let (outlier, m) =
+            compute_outlier_token_mask(old_log_probs, rollout_logprobs, loss_mask, cfg);
+        mask *= outlier;
+        metrics.extend(m);
+    }
 
     if apply_tok {
         let (tok, m) = compute_token_mask(old_log_probs, rollout_logprobs, &mask, cfg);

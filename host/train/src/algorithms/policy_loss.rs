@@ -2,7 +2,8 @@
 //!
 //! Each loss returns the per-token loss `[B, T]` (after rollout correction), the
 //! loss mask to reduce it with (rollout correction may drop tokens/sequences) and
-//! metrics. Reduce with [`super::reduction::reduce_loss`].
+//! metrics. The loss reduction is already in the advantages
+//! ([`super::reduction::scale_advantages`]): the objective is the masked sum.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,10 +54,10 @@ pub struct PolicyLossRegistry {
 
 impl PolicyLossRegistry {
     /// Registry with `regular`, `dual_clip`, `gspo`, `cispo`, `sapo`, `clip_cov`,
-    /// `kl_cov`, `cross_entropy`, `rollout_is`.
+    /// `kl_cov`, `cross_entropy`, `rollout_is`, `dppo`, `importance_sampling`.
     pub fn with_defaults() -> Self {
         let mut r = Self::default();
-        let builtins: [(&str, Arc<dyn PolicyLoss>); 9] = [
+        let builtins: [(&str, Arc<dyn PolicyLoss>); 11] = [
             ("regular", Arc::new(PpoClip { dual_clip: false })),
             ("dual_clip", Arc::new(PpoClip { dual_clip: true })),
             ("gspo", Arc::new(Gspo)),
@@ -66,6 +67,8 @@ impl PolicyLossRegistry {
             ("kl_cov", Arc::new(KlCov)),
             ("cross_entropy", Arc::new(CrossEntropy)),
             ("rollout_is", Arc::new(RolloutIs)),
+            ("dppo", Arc::new(Dppo)),
+            ("importance_sampling", Arc::new(ImportanceSampling)),
         ];
         for (name, loss) in builtins {
             r.map.insert(name.to_string(), loss);
@@ -316,7 +319,9 @@ impl PolicyLoss for KlCov {
     }
 }
 
-/// Supervised fine-tuning: `-logp` per token (advantages and old logprobs ignored).
+/// Supervised fine-tuning: `-logp` per token, summed over the masked tokens
+/// (Tinker's and skyrl 0.3.0's semantics; advantages and old logprobs ignored,
+/// so the loss reduction does not apply).
 pub struct CrossEntropy;
 
 impl PolicyLoss for CrossEntropy {
@@ -348,5 +353,76 @@ impl PolicyLoss for RolloutIs {
         let loss = (w * x.advantages * x.log_probs).neg();
         let metrics = ratio_metrics(&ratio, x.loss_mask, Some(&in_range.logical_not()));
         finish(loss, x, cfg, metrics)
+    }
+}
+
+/// DPPO (arXiv 2602.04879): `-(r * A * m)` with `r = exp(logp - logp_mu)`, the
+/// behaviour policy `mu` being the rollout logprobs (else the old ones), and a
+/// no-grad mask `m` dropping tokens whose probability moved too far in the
+/// advantage's direction: `binary_tv` by `p - q` against `dppo.delta_high`
+/// (`A > 0`) / `q - p` against `dppo.delta_low` (`A < 0`); `binary_kl` by the
+/// Bernoulli KL between `q` and `p`. Off-policy correction follows.
+pub struct Dppo;
+
+impl PolicyLoss for Dppo {
+    fn compute(&self, x: &PolicyLossInput, cfg: &AlgorithmConfig) -> Result<PolicyLossOutput> {
+        let d = &cfg.dppo;
+        let mu = x.rollout_logprobs.unwrap_or(x.old_log_probs);
+        let ratio = safe_exp_delta(&(x.log_probs - mu), 20.0);
+        let dropped = {
+            let _g = tch::no_grad_guard();
+            let lp = x.log_probs.detach();
+            let p = lp.exp();
+            let q = mu.exp();
+            let diff = &p - &q;
+            let pos = x.advantages.gt(0.0);
+            let neg = x.advantages.lt(0.0);
+            match d.dppo_type.as_str() {
+                "binary_tv" => pos
+                    .logical_and(&diff.gt(d.delta_high))
+                    .logical_or(&neg.logical_and(&diff.neg().gt(d.delta_low))),
+                "binary_kl" => {
+                    let eps = 1e-8;
+                    let one_minus_q: Tensor = 1.0 - &q;
+                    let one_minus_p: Tensor = 1.0 - &p;
+                    let log_odds: Tensor = ((&one_minus_q + eps) / (one_minus_p + eps)).log();
+                    let kl = &q * (mu - &lp) + one_minus_q * log_odds;
+                    pos.logical_and(&diff.gt(0.0))
+                        .logical_and(&kl.gt(d.delta_high))
+                        .logical_or(
+                            &neg.logical_and(&diff.lt(0.0))
+                                .logical_and(&kl.gt(d.delta_low)),
+                        )
+                }
+                other => {
+                    bail!("unknown dppo.dppo_type '{other}' (expected binary_tv or binary_kl)")
+                }
+            }
+        };
+        let keep = dropped.logical_not().to_kind(Kind::Float);
+        let loss = (&ratio * x.advantages * keep).neg();
+        let metrics = ratio_metrics(&ratio, x.loss_mask, Some(&dropped));
+        finish(loss, x, cfg, metrics)
+    }
+}
+
+/// Importance sampling (Tinker's `importance_sampling`): `-(exp(logp - logp_old) * A)`,
+/// summed over the masked tokens; no clipping and no off-policy correction.
+pub struct ImportanceSampling;
+
+impl PolicyLoss for ImportanceSampling {
+    fn compute(&self, x: &PolicyLossInput, _cfg: &AlgorithmConfig) -> Result<PolicyLossOutput> {
+        let ratio = (x.log_probs - x.old_log_probs).exp();
+        let loss = (&ratio * x.advantages).neg();
+        let mut metrics = Metrics::new();
+        metrics.insert(
+            "importance_ratio".into(),
+            masked_mean(&ratio.detach(), x.loss_mask).double_value(&[]),
+        );
+        Ok(PolicyLossOutput {
+            loss,
+            loss_mask: x.loss_mask.shallow_clone(),
+            metrics,
+        })
     }
 }

@@ -339,13 +339,18 @@ pub struct AlgorithmConfig {
     /// Logit temperature for the policy forward; null = `generator.sampling_params.temperature`.
     pub temperature: Option<f64>,
     pub advantage_batch_normalize: bool,
+    /// Name of the critic's value head (skyrl 0.3.0); only `value_head` is supported.
+    pub value_head_prefix: String,
     /// Registry name: `regular`, `dual_clip`, `gspo`, `cispo`, `sapo`, `clip_cov`,
-    /// `kl_cov`, `cross_entropy`, `rollout_is`, or a custom one.
+    /// `kl_cov`, `cross_entropy`, `rollout_is`, `dppo`, `importance_sampling`, or a custom one.
     pub policy_loss_type: String,
-    /// `token_mean`, `sequence_mean` or `seq_mean_token_sum_norm`.
+    /// `token_mean`, `token_mean_legacy`, `sequence_mean`, `seq_mean_token_sum_norm`
+    /// or `prompt_mean`; applied by scaling the advantages of each mini-batch (skyrl 0.3.0).
     pub loss_reduction: String,
     pub grpo_norm_by_std: bool,
     pub zero_variance_filter: bool,
+    /// Rewards within this absolute distance count as equal for `zero_variance_filter`.
+    pub zero_variance_filter_tol: f64,
     pub lambd: f64,
     pub gamma: f64,
     pub eps_clip_low: f64,
@@ -363,6 +368,7 @@ pub struct AlgorithmConfig {
     pub clip_cov: ClipCovConfig,
     pub kl_cov: KlCovConfig,
     pub cispo: CispoConfig,
+    pub dppo: DppoConfig,
     /// For `seq_mean_token_sum_norm`; null = max_input_length + max_generate_length.
     pub max_seq_len: Option<i64>,
 }
@@ -380,10 +386,12 @@ impl Default for AlgorithmConfig {
             entropy_loss_coef: 0.01,
             temperature: None,
             advantage_batch_normalize: false,
+            value_head_prefix: "value_head".into(),
             policy_loss_type: "regular".into(),
             loss_reduction: "token_mean".into(),
             grpo_norm_by_std: true,
             zero_variance_filter: false,
+            zero_variance_filter_tol: 1e-6,
             lambd: 1.0,
             gamma: 1.0,
             eps_clip_low: 0.2,
@@ -398,6 +406,7 @@ impl Default for AlgorithmConfig {
             clip_cov: ClipCovConfig::default(),
             kl_cov: KlCovConfig::default(),
             cispo: CispoConfig::default(),
+            dppo: DppoConfig::default(),
             max_seq_len: None,
         }
     }
@@ -551,6 +560,28 @@ impl Default for CispoConfig {
         Self {
             cispo_eps_clip_low: 1.0,
             cispo_eps_clip_high: 4.0,
+        }
+    }
+}
+
+/// `trainer.algorithm.dppo.*` (policy_loss_type `dppo`, arXiv 2602.04879).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DppoConfig {
+    /// `binary_tv` (total variation) or `binary_kl` (Bernoulli KL).
+    pub dppo_type: String,
+    /// Divergence threshold for tokens with negative advantages.
+    pub delta_low: f64,
+    /// Divergence threshold for tokens with positive advantages.
+    pub delta_high: f64,
+}
+
+impl Default for DppoConfig {
+    fn default() -> Self {
+        Self {
+            dppo_type: "binary_tv".into(),
+            delta_low: 0.2,
+            delta_high: 0.2,
         }
     }
 }

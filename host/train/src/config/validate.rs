@@ -215,14 +215,32 @@ impl SkyrlConfig {
                 "trainer.algorithm.kl_ctrl.type `{other}` must be fixed or adaptive"
             )),
         }
-        if !matches!(
-            a.loss_reduction.as_str(),
-            "token_mean" | "sequence_mean" | "seq_mean_token_sum_norm"
-        ) {
+        if a.loss_reduction
+            .parse::<crate::algorithms::LossReduction>()
+            .is_err()
+        {
             e.push(format!(
-                "trainer.algorithm.loss_reduction `{}` must be token_mean, sequence_mean or seq_mean_token_sum_norm",
+                "trainer.algorithm.loss_reduction `{}` must be token_mean, token_mean_legacy, sequence_mean, seq_mean_token_sum_norm or prompt_mean",
                 a.loss_reduction
             ));
+        }
+        if a.value_head_prefix != "value_head" {
+            e.push(format!(
+                "trainer.algorithm.value_head_prefix `{}` is not supported: the critic's head is saved as `value_head`",
+                a.value_head_prefix
+            ));
+        }
+        if a.zero_variance_filter_tol < 0.0 {
+            e.push("trainer.algorithm.zero_variance_filter_tol must be >= 0".into());
+        }
+        if !matches!(a.dppo.dppo_type.as_str(), "binary_tv" | "binary_kl") {
+            e.push(format!(
+                "trainer.algorithm.dppo.dppo_type `{}` must be binary_tv or binary_kl",
+                a.dppo.dppo_type
+            ));
+        }
+        if a.dppo.delta_low < 0.0 || a.dppo.delta_high < 0.0 {
+            e.push("trainer.algorithm.dppo.delta_low and delta_high must be >= 0".into());
         }
         if a.max_seq_len.is_some_and(|m| m <= 0) {
             e.push("trainer.algorithm.max_seq_len must be positive".into());
@@ -261,8 +279,14 @@ impl SkyrlConfig {
                 ));
             }
         }
+        if opc.token_mask_is_threshold_low.is_some() != opc.token_mask_is_threshold_high.is_some() {
+            e.push("trainer.algorithm.off_policy_correction.token_mask_is_threshold_low and token_mask_is_threshold_high must be set together (skyrl applies the token mask only with both)".into());
+        }
         let needs_rollout_lp = opc.tis_ratio_type.is_some()
             || opc.sequence_mask_metric.is_some()
+            || opc.outlier_token_is_threshold_low.is_some()
+            || opc.outlier_token_is_threshold_high.is_some()
+            || opc.token_mask_is_threshold_low.is_some()
             || a.policy_loss_type == "rollout_is";
         if needs_rollout_lp && g.sampling_params.logprobs.is_none() {
             e.push("rollout correction needs rollout logprobs: set generator.sampling_params.logprobs (e.g. 1)".into());

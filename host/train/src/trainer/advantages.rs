@@ -117,7 +117,8 @@ pub(super) fn apply_output_filters(
             masks[g][0] = f32::from(u8::from(row.live));
         }
     }
-    let masked = filters::apply_zero_variance_filter(&rewards, group_ids, &mut masks)?;
+    let tol = cfg.trainer.algorithm.zero_variance_filter_tol;
+    let masked = filters::apply_zero_variance_filter(&rewards, group_ids, &mut masks, tol)?;
     for (i, &g) in rows.mine().iter().enumerate() {
         if masks[g][0] == 0.0 {
             out.loss_masks[i].iter_mut().for_each(|v| *v = 0.0);

@@ -273,11 +273,13 @@ impl Trainer {
             let export = expand_home(&cfg.trainer.export_path);
             dumps::write_batch_dump(&export, self.global_step + 1, dist.rank(), &dump)?;
         }
+        let prompts = row_prompts(&group_ids, &rows, steps.as_ref());
         let data = PpoBatch {
             batch: &batch,
             advantages: &advantages,
             old_logprobs: &old_lp,
             ref_logprobs: ref_lp.as_ref(),
+            prompts: &prompts,
         };
         let update = self
             .policy
@@ -491,6 +493,22 @@ fn ppo_settings(cfg: &SkyrlConfig, world: usize, temperature: f64) -> PpoSetting
         micro_batch_rows: t.micro_train_batch_size_per_gpu.max(1) as i64,
         epochs: t.update_epochs_per_batch,
         max_grad_norm: t.policy.optimizer_config.max_grad_norm,
+        rollout_logprobs: cfg.generator.sampling_params.logprobs.is_some(),
+    }
+}
+
+/// The prompt of each of this rank's training rows, as a number shared by
+/// the rows of one prompt (step-wise rows take their trajectory's).
+fn row_prompts(group_ids: &[String], rows: &RankRows, steps: Option<&StepRows>) -> Vec<u64> {
+    let mut ids: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for g in group_ids {
+        let next = ids.len() as u64;
+        ids.entry(g.as_str()).or_insert(next);
+    }
+    let of_row = |i: usize| ids[group_ids[rows.mine()[i]].as_str()];
+    match steps {
+        Some(s) => s.trajectory.iter().map(|&t| of_row(t)).collect(),
+        None => (0..rows.mine().len()).map(of_row).collect(),
     }
 }
 

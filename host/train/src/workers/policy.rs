@@ -3,9 +3,10 @@
 //! over micro-batches, then syncs gradients across the ranks, clips them and
 //! steps AdamW (skyrl's `PolicyWorker.ppo_train`).
 //!
-//! Every rank trains on its share of each mini-batch. Losses are scaled by
-//! the mini-batch's global token (or row) count, so the summed gradients of
-//! all ranks equal the single-process gradient. With `ddp` the gradients are
+//! Every rank trains on its share of each mini-batch. The advantages are
+//! scaled by the loss reduction over the whole mini-batch (all ranks), and
+//! the policy loss is their masked sum (skyrl 0.3.0), so the summed gradients
+//! of all ranks equal the single-process gradient. With `ddp` the gradients are
 //! all-reduced in buckets and every rank steps the whole optimizer; with
 //! `fsdp` they are reduce-scattered into the rank's optimizer shard
 //! ([`ShardedAdamW`]).
@@ -22,7 +23,7 @@ use tch::{Device, Kind, Tensor};
 use super::forward::{logprobs_all, training_forward};
 use crate::algorithms::loss::{actor_loss, ActorBatch};
 use crate::algorithms::masked::masked_mean;
-use crate::algorithms::{LossReduction, PolicyLossRegistry};
+use crate::algorithms::{advantage_scales, LossReduction, PolicyLossRegistry, ReductionRow};
 use crate::batch::TrainingBatch;
 use crate::config::{AlgorithmConfig, OptimizerConfig, Strategy};
 use crate::dist::Dist;
@@ -80,6 +81,9 @@ pub struct PpoBatch<'a> {
     pub old_logprobs: &'a Tensor,
     /// Reference logprobs, when a KL loss is used.
     pub ref_logprobs: Option<&'a Tensor>,
+    /// The prompt each row was sampled from (rows of one prompt share the id):
+    /// the groups of `prompt_mean`.
+    pub prompts: &'a [u64],
 }
 
 /// How one PPO update runs.
@@ -96,6 +100,9 @@ pub struct PpoSettings<'a> {
     pub epochs: usize,
     /// Gradient clipping (0 = off).
     pub max_grad_norm: f64,
+    /// Whether the batch's rollout logprobs are the engine's (logprobs were
+    /// requested); otherwise losses see none, as in skyrl.
+    pub rollout_logprobs: bool,
 }
 
 /// What one PPO update measured.
@@ -115,6 +122,16 @@ impl PpoReport {
     fn push(&mut self, key: impl Into<String>, v: f64) {
         self.metrics.entry(key.into()).or_default().push(v);
     }
+}
+
+/// One micro-batch of a mini-batch: rows `start..start+rows` of the batch.
+struct MicroBatch<'a> {
+    start: i64,
+    rows: i64,
+    /// Its advantages, scaled by the loss reduction.
+    advantages: &'a Tensor,
+    /// Its share of the mini-batch's rows (weight of the KL and entropy terms).
+    aux_weight: f64,
 }
 
 /// Owns the trained model and its optimizer (or this rank's shard of it).
@@ -207,33 +224,35 @@ impl PolicyWorker {
         report: &mut PpoReport,
     ) -> Result<()> {
         let a = settings.algorithm;
-        let reduction: LossReduction = a.loss_reduction.parse()?;
-        let local_tokens = data
-            .batch
-            .response_mask
-            .narrow(0, start, len)
-            .sum(Kind::Float)
-            .double_value(&[]);
+        let micro = settings.micro_batch_rows.max(1);
+        let scaled = self.scaled_advantages(data, settings, start, len)?;
         // Every rank holds `len` rows of this mini-batch.
-        let mini_tokens = self.dist.sum_f64(&[local_tokens])?[0].max(1.0);
         let mini_rows = (len as usize * self.dist.world()) as f64;
         let mut loss_cfg = a.clone();
         loss_cfg.use_entropy_loss = false;
         loss_cfg.use_kl_loss = a.use_kl_loss && data.ref_logprobs.is_some();
-        let micro = settings.micro_batch_rows.max(1);
         self.zero_grad();
+        let mut sums = [0.0f64; 2];
         let mut s = start;
         while s < start + len {
             let rows = micro.min(start + len - s);
-            let mask = data.batch.response_mask.narrow(0, s, rows);
-            // Each micro-batch's share of the mini-batch objective.
-            let scale = match reduction {
-                LossReduction::TokenMean => mask.sum(Kind::Float).double_value(&[]) / mini_tokens,
-                _ => rows as f64 / mini_rows,
+            let advs = scaled.narrow(0, s - start, rows);
+            let micro_batch = MicroBatch {
+                start: s,
+                rows,
+                advantages: &advs,
+                aux_weight: rows as f64 / mini_rows,
             };
-            self.micro_step(data, settings, &loss_cfg, s, rows, scale, report)?;
+            let (policy_loss, final_loss) =
+                self.micro_step(data, settings, &loss_cfg, &micro_batch, report)?;
+            sums[0] += policy_loss;
+            sums[1] += final_loss;
             s += rows;
         }
+        // Losses are sums over the mini-batch: add the micro-batches of every rank.
+        let sums = self.dist.sum_f64(&sums)?;
+        report.push("policy/policy_loss", sums[0]);
+        report.push("policy/final_loss", sums[1]);
         let held = self.memory().gradients;
         report.peak_gradient_bytes = report.peak_gradient_bytes.max(held);
         let (norm, lr) = self.optimizer_step(settings.max_grad_norm)?;
@@ -242,19 +261,68 @@ impl PolicyWorker {
         Ok(())
     }
 
-    /// Forward + backward of rows `s..s+rows`, the loss scaled by `scale`.
-    #[allow(clippy::too_many_arguments)]
+    /// This rank's advantages of rows `start..start+len`, scaled by the loss
+    /// reduction over the whole mini-batch: the rows of every rank, its
+    /// micro-batches as the ranks run them.
+    fn scaled_advantages(
+        &self,
+        data: &PpoBatch,
+        settings: &PpoSettings,
+        start: i64,
+        len: i64,
+    ) -> Result<Tensor> {
+        let a = settings.algorithm;
+        let reduction: LossReduction = a.loss_reduction.parse()?;
+        let micro = settings.micro_batch_rows.max(1);
+        let tokens: Vec<f64> = Vec::<f64>::try_from(
+            data.batch
+                .response_mask
+                .narrow(0, start, len)
+                .sum_dim_intlist([-1i64].as_slice(), false, Kind::Double)
+                .to_device(Device::Cpu),
+        )?;
+        if data.prompts.len() as i64 != data.batch.rows() {
+            bail!(
+                "{} prompt ids for {} training rows",
+                data.prompts.len(),
+                data.batch.rows()
+            );
+        }
+        let rank = self.dist.rank() as u64;
+        let local: Vec<ReductionRow> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| ReductionRow {
+                tokens: t,
+                prompt: data.prompts[start as usize + i],
+                micro_batch: (rank << 32) | (i as u64 / micro as u64),
+            })
+            .collect();
+        let all = self.dist.all_gather_json(&local)?;
+        let offset: usize = all[..self.dist.rank()].iter().map(Vec::len).sum();
+        let rows: Vec<ReductionRow> = all.into_iter().flatten().collect();
+        let scales = advantage_scales(reduction, &rows, a.max_seq_len)?;
+        let mine = &scales[offset..offset + local.len()];
+        let advs = data.advantages.narrow(0, start, len);
+        let scales = Tensor::from_slice(mine)
+            .to_kind(advs.kind())
+            .to_device(advs.device())
+            .unsqueeze(-1);
+        Ok(advs * scales)
+    }
+
+    /// Forward + backward of one micro-batch; returns its policy loss and
+    /// its whole loss (both sums, as the backward saw them).
     fn micro_step(
         &mut self,
         data: &PpoBatch,
         settings: &PpoSettings,
         loss_cfg: &AlgorithmConfig,
-        s: i64,
-        rows: i64,
-        scale: f64,
+        micro: &MicroBatch,
         report: &mut PpoReport,
-    ) -> Result<()> {
+    ) -> Result<(f64, f64)> {
         let a = settings.algorithm;
+        let (s, rows) = (micro.start, micro.rows);
         let mask = data.batch.response_mask.narrow(0, s, rows);
         let fwd = training_forward(
             &self.model,
@@ -266,7 +334,6 @@ impl PolicyWorker {
         )?;
         let (lp, ent) = (fwd.logprobs, fwd.entropy);
         let old = data.old_logprobs.narrow(0, s, rows);
-        let advs = data.advantages.narrow(0, s, rows);
         let rollout = data.batch.rollout_logprobs.narrow(0, s, rows);
         let reference = data.ref_logprobs.map(|r| r.narrow(0, s, rows));
         let out = actor_loss(
@@ -275,30 +342,37 @@ impl PolicyWorker {
             &ActorBatch {
                 log_probs: &lp,
                 old_log_probs: &old,
-                advantages: &advs,
+                advantages: micro.advantages,
                 loss_mask: &mask,
-                rollout_logprobs: Some(&rollout),
+                rollout_logprobs: settings.rollout_logprobs.then_some(&rollout),
                 ref_log_probs: reference.as_ref(),
                 logits: None,
+                aux_weight: micro.aux_weight,
             },
         )?;
         let mut loss = out.loss;
         if let Some(e) = ent.map(|e| masked_mean(&e, &mask)) {
             report.push("entropy", e.double_value(&[]));
             if a.use_entropy_loss {
-                loss -= e * a.entropy_loss_coef;
+                loss -= e * (a.entropy_loss_coef * micro.aux_weight);
             }
         }
-        (loss * scale).backward();
+        let final_loss = loss.double_value(&[]);
+        loss.backward();
         if let Some(checkpoints) = fwd.checkpoints {
             checkpoints.backward()?;
         }
         let approx_kl = masked_mean(&(&old - lp.detach()), &mask).double_value(&[]);
         report.push("policy/approx_kl", approx_kl);
+        let mut policy_loss = 0.0;
         for (k, v) in out.metrics {
-            report.push(format!("policy/{k}"), v);
+            match k.as_str() {
+                "policy_loss" => policy_loss = v,
+                "final_loss" => {}
+                _ => report.push(format!("policy/{k}"), v),
+            }
         }
-        Ok(())
+        Ok((policy_loss, final_loss))
     }
 
     fn zero_grad(&mut self) {

@@ -8,6 +8,8 @@ use std::process::Command;
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
+pub mod inputs;
+
 /// The Python interpreter with torch: `$SKYRL_PYTHON`, else the project venv.
 /// Panics (failing the test) when neither exists — parity is never skipped.
 pub fn python() -> PathBuf {
@@ -45,7 +47,7 @@ pub fn run_python(script_name: &str, args: &[&std::path::Path]) {
     );
 }
 
-/// Collects inputs and cases, runs `skyrl_reference.py` once, returns its outputs.
+/// Collects inputs and cases, runs a reference script once, returns its outputs.
 #[derive(Default)]
 pub struct Reference {
     cases: Vec<Value>,
@@ -73,6 +75,11 @@ impl Reference {
     }
 
     pub fn run(self) -> HashMap<String, Tensor> {
+        self.run_script("skyrl_reference.py")
+    }
+
+    /// Runs the reference script `name` (same spec format) once.
+    pub fn run_script(self, name: &str) -> HashMap<String, Tensor> {
         let dir = tempfile::tempdir().unwrap();
         let spec = dir.path().join("spec.json");
         let inp = dir.path().join("in.safetensors");
@@ -83,7 +90,7 @@ impl Reference {
         )
         .unwrap();
         Tensor::write_safetensors(&self.inputs, &inp).unwrap();
-        run_python("skyrl_reference.py", &[&spec, &inp, &out]);
+        run_python(name, &[&spec, &inp, &out]);
         Tensor::read_safetensors(&out)
             .unwrap()
             .into_iter()
