@@ -295,3 +295,31 @@ fn generator_keys_are_passed_on_or_refused_by_name() {
         assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
     }
 }
+
+#[test]
+fn skyrl_0_3_0_algorithm_keys_are_validated_by_name() {
+    let err = |args: &[&str]| load_config_str("", "x", &ov(args)).unwrap_err().to_string();
+    let e = err(&["trainer.algorithm.off_policy_correction.token_mask_is_threshold_low=0.5"]);
+    assert!(e.contains("token_mask_is_threshold_high"), "{e}");
+    let e = err(&["trainer.algorithm.dppo.dppo_type=topk_tv"]);
+    assert!(
+        e.contains("trainer.algorithm.dppo.dppo_type `topk_tv`"),
+        "{e}"
+    );
+    let e = err(&["trainer.algorithm.value_head_prefix=score"]);
+    assert!(e.contains("value_head_prefix `score`"), "{e}");
+    let e = err(&["trainer.algorithm.zero_variance_filter_tol=-1"]);
+    assert!(e.contains("zero_variance_filter_tol"), "{e}");
+    let c = load_config_str(
+        "",
+        "x",
+        &ov(&[
+            "trainer.algorithm.policy_loss_type=dppo",
+            "trainer.algorithm.dppo.dppo_type=binary_kl",
+            "trainer.algorithm.loss_reduction=prompt_mean",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.trainer.algorithm.dppo.dppo_type, "binary_kl");
+    assert_eq!(c.trainer.algorithm.loss_reduction, "prompt_mean");
+}
