@@ -1,5 +1,6 @@
 //! Encodes the component type of each plugin world (`environment-plugin`,
-//! `tool-plugin`, `reward-plugin`) into `OUT_DIR`.
+//! `tool-plugin`, `reward-plugin`, `generator-plugin` and the algorithm
+//! worlds) into `OUT_DIR`.
 //!
 //! The export macros embed the matching encoding as a `component-type:*`
 //! custom section in the plugin's core module, which is how
@@ -12,11 +13,14 @@ use wit_parser::Resolve;
 
 /// WIT package directory, relative to this crate.
 const WIT_DIR: &str = "../../wit";
-const WORLDS: [&str; 4] = [
+const WORLDS: [&str; 7] = [
     "environment-plugin",
     "tool-plugin",
     "reward-plugin",
     "generator-plugin",
+    "advantage-plugin",
+    "policy-loss-plugin",
+    "algorithm-plugin",
 ];
 
 fn main() {

@@ -17,6 +17,7 @@ pub struct PluginSet {
     configs: BTreeMap<String, Value>,
     rewards: BTreeMap<String, Plugin>,
     generator: Option<Plugin>,
+    algorithms: BTreeMap<String, Plugin>,
 }
 
 impl PluginSet {
@@ -34,6 +35,17 @@ impl PluginSet {
     /// Registers the rollout generator plugin (`skyrl train --generator`).
     pub fn set_generator(&mut self, plugin: Plugin) {
         self.generator = Some(plugin);
+    }
+
+    /// Registers an algorithm plugin (advantage estimator and/or policy loss)
+    /// under `name`, selected as `plugin:NAME` (`skyrl train --algorithm`).
+    pub fn insert_algorithm(&mut self, name: &str, plugin: Plugin) {
+        self.algorithms.insert(name.to_string(), plugin);
+    }
+
+    /// The registered algorithm plugins, by name.
+    pub fn algorithms(&self) -> &BTreeMap<String, Plugin> {
+        &self.algorithms
     }
 
     /// The registered generator plugin, if any.

@@ -45,3 +45,25 @@ pub mod generator_world {
 }
 
 pub use env_world::skyrl::plugin::{host, types};
+
+pub mod advantage_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "advantage-plugin",
+        with: {
+            "skyrl:plugin/types": super::env_world::skyrl::plugin::types,
+            "skyrl:plugin/host": super::env_world::skyrl::plugin::host,
+        },
+    });
+}
+
+pub mod policy_loss_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "policy-loss-plugin",
+        with: {
+            "skyrl:plugin/types": super::env_world::skyrl::plugin::types,
+            "skyrl:plugin/host": super::env_world::skyrl::plugin::host,
+        },
+    });
+}

@@ -74,6 +74,12 @@ pub enum PluginError {
         call: String,
         reason: String,
     },
+    #[error("plugin {plugin} returned an unusable result from {call}: {reason}")]
+    BadOutput {
+        plugin: String,
+        call: String,
+        reason: String,
+    },
     #[error("tool {0:?} is not provided by any loaded tool plugin")]
     UnknownTool(String),
     #[error("{0}")]

@@ -1,6 +1,7 @@
 //! Sandboxed WebAssembly plugin host for skyrl.
 //!
-//! Environments, tools, reward functions and rollout generators are WebAssembly components that
+//! Environments, tools, reward functions, rollout generators and algorithms
+//! (advantage estimators, policy losses) are WebAssembly components that
 //! implement the `skyrl:plugin@0.1` WIT worlds (see `wit/plugin.wit`). This
 //! crate loads them into a shared [`PluginEngine`], caches compiled code on
 //! disk, and runs every instance inside its own sandbox: a memory cap, a fuel
@@ -10,6 +11,7 @@
 //! A plugin that traps, loops or runs out of memory produces a typed
 //! [`PluginError`] for that call; the host and all other instances go on.
 
+mod algorithm;
 mod bindings;
 mod cache;
 mod engine;
@@ -25,6 +27,10 @@ mod state;
 mod stdio;
 mod tool;
 
+pub use algorithm::{
+    AdvantageCall, AdvantageInstance, AdvantageResult, LossCall, LossResult, Matrix,
+    PolicyLossInstance,
+};
 pub use cache::{CacheOutcome, ComponentCache};
 pub use engine::{EngineOptions, PluginEngine};
 pub use env::{EnvInstance, InitOutput, StepOutput};

@@ -17,6 +17,8 @@ pub enum PluginKind {
     Tool,
     Reward,
     Generator,
+    /// An advantage estimator and/or a policy loss (`algorithm.info`).
+    Algorithm,
 }
 
 /// A WIT world a component implements (detected from its exports).
@@ -27,6 +29,8 @@ pub enum World {
     ToolPlugin,
     RewardPlugin,
     GeneratorPlugin,
+    AdvantagePlugin,
+    PolicyLossPlugin,
 }
 
 impl World {
@@ -37,6 +41,8 @@ impl World {
             Self::ToolPlugin => "tool-plugin",
             Self::RewardPlugin => "reward-plugin",
             Self::GeneratorPlugin => "generator-plugin",
+            Self::AdvantagePlugin => "advantage-plugin",
+            Self::PolicyLossPlugin => "policy-loss-plugin",
         }
     }
 
@@ -46,14 +52,18 @@ impl World {
             Self::ToolPlugin => "tool",
             Self::RewardPlugin => "reward",
             Self::GeneratorPlugin => "generator",
+            Self::AdvantagePlugin => "advantage",
+            Self::PolicyLossPlugin => "policy-loss",
         }
     }
 
-    const ALL: [World; 4] = [
+    const ALL: [World; 6] = [
         Self::EnvironmentPlugin,
         Self::ToolPlugin,
         Self::RewardPlugin,
         Self::GeneratorPlugin,
+        Self::AdvantagePlugin,
+        Self::PolicyLossPlugin,
     ];
 }
 

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
+use crate::bindings::advantage_world::AdvantagePluginPre;
 use crate::bindings::env_world::EnvironmentPluginPre;
 use crate::bindings::generator_world::GeneratorPluginPre;
+use crate::bindings::policy_loss_world::PolicyLossPluginPre;
 use crate::bindings::reward_world::RewardPluginPre;
 use crate::bindings::tool_world::ToolPluginPre;
 use crate::bindings::types;
@@ -41,6 +43,8 @@ pub(crate) struct WorldPres {
     pub(crate) tool: Option<ToolPluginPre<HostState>>,
     pub(crate) reward: Option<RewardPluginPre<HostState>>,
     pub(crate) generator: Option<GeneratorPluginPre<HostState>>,
+    pub(crate) advantage: Option<AdvantagePluginPre<HostState>>,
+    pub(crate) policy_loss: Option<PolicyLossPluginPre<HostState>>,
 }
 
 impl Plugin {
@@ -176,6 +180,14 @@ fn link(
             .then(|| GeneratorPluginPre::new(pre.clone()))
             .transpose()
             .map_err(link_err)?,
+        advantage: has(World::AdvantagePlugin)
+            .then(|| AdvantagePluginPre::new(pre.clone()))
+            .transpose()
+            .map_err(link_err)?,
+        policy_loss: has(World::PolicyLossPlugin)
+            .then(|| PolicyLossPluginPre::new(pre.clone()))
+            .transpose()
+            .map_err(link_err)?,
     })
 }
 
@@ -200,9 +212,17 @@ fn read_info(
     } else if let Some(pre) = &pres.generator {
         let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
         sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?
+    } else if let Some(pre) = &pres.advantage {
+        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        let info = sandbox.call("info", |s| bindings.skyrl_plugin_algorithm().call_info(s))?;
+        return Ok(algorithm_info(info.name, info.version, info.description));
+    } else if let Some(pre) = &pres.policy_loss {
+        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        let info = sandbox.call("info", |s| bindings.skyrl_plugin_algorithm().call_info(s))?;
+        return Ok(algorithm_info(info.name, info.version, info.description));
     } else {
         let reason = format!(
-            "it exports none of skyrl:plugin/{{environment,tool,reward,generator}}@{} (exports: {})",
+            "it exports none of skyrl:plugin/{{environment,tool,reward,generator,advantage,policy-loss}}@{} (exports: {})",
             metadata::VERSION_LINE,
             exports.join(", ")
         );
@@ -212,6 +232,17 @@ fn read_info(
         });
     };
     Ok(convert_info(info))
+}
+
+/// An algorithm plugin's `algorithm.info` as a [`PluginInfo`] (it calls no tools).
+fn algorithm_info(name: String, version: String, description: String) -> PluginInfo {
+    PluginInfo {
+        name,
+        version,
+        kind: PluginKind::Algorithm,
+        description,
+        uses_tools: Vec::new(),
+    }
 }
 
 fn convert_info(info: types::PluginInfo) -> PluginInfo {

@@ -801,3 +801,43 @@ fn gae_trains_a_critic_that_checkpoints_and_resumes_exactly() {
         .expect("refused");
     assert!(format!("{e:#}").contains("vocabulary"), "{e:#}");
 }
+
+#[test]
+fn a_failing_algorithm_plugin_ends_the_run_with_its_last_checkpoint_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    // 16 rows per step in 2 mini-batches of 2 micro-batches: 4 loss calls
+    // per step, so the plugin traps on the first call of step 2.
+    let cfg = config(
+        dir.path(),
+        &[
+            "trainer.algorithm.policy_loss_type=plugin:bad",
+            "trainer.algorithm.plugin_options={bad: {mode: trap, fail_after: 4}}",
+        ],
+    );
+    let wasm = repo().join("artifacts/plugins/bad_algorithm.wasm");
+    let bad = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).expect("bad_algorithm.wasm");
+    let mut plugins = envs();
+    plugins.insert_algorithm("bad", bad);
+    let mut t = {
+        static INIT: Mutex<()> = Mutex::new(());
+        let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        Trainer::new(cfg, plugins).unwrap()
+    };
+    let err = t
+        .run(&TrainOptions {
+            progress: false,
+            max_steps: Some(3),
+            ..Default::default()
+        })
+        .expect_err("the plugin traps in step 2");
+    let text = format!("{err:#}");
+    assert!(text.contains("policy loss plugin `bad` failed"), "{text}");
+    assert!(text.contains("trapped"), "{text}");
+    drop(t);
+    // Step 1's checkpoint is the latest and resumes.
+    let ckpts = dir.path().join("ckpts");
+    assert!(ckpts.join("global_step_1/trainer_state.json").is_file());
+    assert!(!ckpts.join("global_step_2").exists());
+    let resumed = trainer(config(dir.path(), &["trainer.resume_mode=latest"]));
+    assert_eq!(resumed.global_step(), 1);
+}

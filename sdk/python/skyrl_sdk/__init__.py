@@ -20,18 +20,25 @@ so plugin logic can be unit-tested with plain `python -m pytest`.
 """
 
 from .types import (
+    AdvantageInput,
+    AdvantageOutput,
     ConfigError,
     Extras,
     InputError,
+    LossInput,
+    LossOutput,
+    Matrix,
     Message,
     PluginFailure,
     StepOutput,
     ToolSpec,
 )
 from .plugin import (
+    Algorithm,
     Environment,
     Reward,
     Tool,
+    export_algorithm,
     export_env,
     export_reward,
     export_tool,
@@ -39,10 +46,16 @@ from .plugin import (
 from .host import call_tool, call_tool_with_timeout, log
 
 __all__ = [
+    "AdvantageInput",
+    "AdvantageOutput",
+    "Algorithm",
     "ConfigError",
     "Environment",
     "Extras",
     "InputError",
+    "LossInput",
+    "LossOutput",
+    "Matrix",
     "Message",
     "PluginFailure",
     "Reward",
@@ -51,6 +64,7 @@ __all__ = [
     "ToolSpec",
     "call_tool",
     "call_tool_with_timeout",
+    "export_algorithm",
     "export_env",
     "export_reward",
     "export_tool",

@@ -62,7 +62,12 @@ def metadata_json(value: Any) -> str:
     return "{}" if value is None else json.dumps(value)
 
 
-class Plugin(exports.Plugin):
+class _NoPluginExport:
+    """Stands in for `exports.Plugin` in the algorithm worlds (no `plugin`
+    export there; they describe themselves through `algorithm.info`)."""
+
+
+class Plugin(getattr(exports, "Plugin", _NoPluginExport)):  # type: ignore[misc]
     def info(self) -> Any:
         reg = registered()
         return wit.PluginInfo(

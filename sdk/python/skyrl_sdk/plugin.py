@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import Extras, Message, StepOutput, ToolSpec
+from .types import (
+    AdvantageInput,
+    AdvantageOutput,
+    Extras,
+    LossInput,
+    LossOutput,
+    Message,
+    StepOutput,
+    ToolSpec,
+)
 
 
 class Environment:
@@ -56,6 +65,23 @@ class Reward:
         extras: Extras,
     ) -> float:
         raise NotImplementedError
+
+
+class Algorithm:
+    """An advantage estimator and/or a policy loss (skyrl's
+    `@register_advantage_estimator` / `@register_policy_loss`), selected with
+    `advantage_estimator=plugin:NAME` / `policy_loss_type=plugin:NAME`.
+    Override what the plugin's manifest kind exports (`advantage`,
+    `policy-loss`, or both for `algorithm`). One instance serves many calls.
+    """
+
+    def advantages(self, inp: AdvantageInput) -> AdvantageOutput:
+        raise NotImplementedError("this plugin has no advantage estimator")
+
+    def policy_loss(self, inp: LossInput) -> LossOutput:
+        """The masked-sum loss and its gradient per token (no autograd needed:
+        the host back-propagates `sum(stopgrad(grad) * logp)`)."""
+        raise NotImplementedError("this plugin has no policy loss")
 
 
 @dataclass
@@ -109,8 +135,15 @@ def export_reward(cls, *, name: str, version: str, description: str, uses_tools=
     )
 
 
+def export_algorithm(cls, *, name: str, version: str, description: str):
+    """Export `cls` (an `Algorithm` subclass) as this component's algorithm."""
+    return _register(
+        "algorithm", cls, Algorithm, name=name, version=version, description=description,
+    )
+
+
 def registered() -> Registration:
     """The plugin `export_*` registered (the build fails without one)."""
     if _registered is None:
-        raise RuntimeError("the plugin module exported nothing: call skyrl_sdk.export_env/tool/reward")
+        raise RuntimeError("the plugin module exported nothing: call skyrl_sdk.export_env/tool/reward/algorithm")
     return _registered

@@ -119,3 +119,75 @@ class Extras(dict):
         if turns < 1:
             raise ConfigError(f"max_turns must be a positive integer, got {value!r}")
         return turns
+
+
+@dataclass
+class Matrix:
+    """A `rows x cols` matrix of floats, row-major: one row per sequence, one
+    column per response token (algorithm plugins)."""
+
+    rows: int
+    cols: int
+    data: list[float]
+
+    @staticmethod
+    def zeros(rows: int, cols: int) -> "Matrix":
+        return Matrix(rows, cols, [0.0] * (rows * cols))
+
+    @staticmethod
+    def from_rows(rows: list[list[float]]) -> "Matrix":
+        cols = len(rows[0]) if rows else 0
+        if any(len(r) != cols for r in rows):
+            raise InputError("rows of different lengths")
+        return Matrix(len(rows), cols, [float(v) for r in rows for v in r])
+
+    def row(self, r: int) -> list[float]:
+        return self.data[r * self.cols : (r + 1) * self.cols]
+
+    def to_rows(self) -> list[list[float]]:
+        return [self.row(r) for r in range(self.rows)]
+
+    def at(self, r: int, c: int) -> float:
+        return self.data[r * self.cols + c]
+
+
+@dataclass
+class AdvantageInput:
+    """What an advantage estimator reads: per-token rewards (an outcome reward
+    on the last response token), the response mask, one group id per row,
+    critic values when a critic is trained, and `trainer.algorithm` as a dict
+    (this plugin's `plugin_options` under `options`)."""
+
+    token_rewards: Matrix
+    response_mask: Matrix
+    group_ids: list[str]
+    values: Matrix | None
+    config: dict[str, Any]
+
+
+@dataclass
+class AdvantageOutput:
+    advantages: Matrix
+    returns: Matrix
+
+
+@dataclass
+class LossInput:
+    """One micro-batch for a policy loss. The advantages are already scaled by
+    the loss reduction: the loss is the masked sum over tokens."""
+
+    log_probs: Matrix
+    old_log_probs: Matrix
+    rollout_log_probs: Matrix | None
+    advantages: Matrix
+    loss_mask: Matrix
+    config: dict[str, Any]
+
+
+@dataclass
+class LossOutput:
+    """The loss, `d loss / d log_probs` (shape of `log_probs`) and metrics."""
+
+    loss: float
+    grad: Matrix
+    metrics: dict[str, float] = field(default_factory=dict)

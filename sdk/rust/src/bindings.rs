@@ -16,14 +16,17 @@ wit_bindgen::generate!({
     inline: "
         package skyrl:sdk;
         world all-plugins {
-            import skyrl:plugin/host@0.1.1;
-            export skyrl:plugin/plugin@0.1.1;
-            export skyrl:plugin/environment@0.1.1;
-            export skyrl:plugin/tool@0.1.1;
-            export skyrl:plugin/reward@0.1.1;
-            import skyrl:plugin/llm@0.1.1;
-            import skyrl:plugin/envs@0.1.1;
-            export skyrl:plugin/generator@0.1.1;
+            import skyrl:plugin/host@0.1.2;
+            export skyrl:plugin/plugin@0.1.2;
+            export skyrl:plugin/environment@0.1.2;
+            export skyrl:plugin/tool@0.1.2;
+            export skyrl:plugin/reward@0.1.2;
+            import skyrl:plugin/llm@0.1.2;
+            import skyrl:plugin/envs@0.1.2;
+            export skyrl:plugin/generator@0.1.2;
+            export skyrl:plugin/algorithm@0.1.2;
+            export skyrl:plugin/advantage@0.1.2;
+            export skyrl:plugin/policy-loss@0.1.2;
         }
     ",
     path: "../../wit",
@@ -32,6 +35,7 @@ wit_bindgen::generate!({
     pub_export_macro: true,
     default_bindings_module: "::skyrl_sdk::bindings",
     additional_type_attributes: {
-        "skyrl:plugin/types@0.1.1/message": [#[derive(PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]],
+        "skyrl:plugin/types@0.1.2/message": [#[derive(PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]],
+        "skyrl:plugin/algorithm@0.1.2/matrix": [#[derive(PartialEq)]],
     },
 });

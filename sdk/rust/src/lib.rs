@@ -1,7 +1,7 @@
 //! # skyrl-sdk: write skyrl plugins in Rust
 //!
 //! skyrl runs environments, tools and reward functions as sandboxed
-//! WebAssembly components implementing the `skyrl:plugin@0.1.1` WIT package
+//! WebAssembly components implementing the `skyrl:plugin@0.1.2` WIT package
 //! (`wit/plugin.wit`). This crate hides the generated bindings behind three
 //! small traits and one export macro per plugin kind:
 //!
@@ -11,6 +11,8 @@
 //! | tool        | [`Tool`]        | [`export_tool!`]     | `tool-plugin`        |
 //! | reward      | [`Reward`]      | [`export_reward!`]   | `reward-plugin`      |
 //! | generator   | [`Generator`]   | [`export_generator!`] | `generator-plugin`  |
+//! | advantage estimator | [`AdvantageEstimator`] | [`export_algorithm!`] | `advantage-plugin` |
+//! | policy loss | [`PolicyLoss`]  | [`export_algorithm!`] | `policy-loss-plugin` (both: `algorithm-plugin`) |
 //!
 //! ```ignore
 //! use skyrl_sdk::{Environment, Extras, Result, StepOutput};
@@ -38,6 +40,7 @@
 
 extern crate self as skyrl_sdk;
 
+mod algorithm;
 pub mod bindings;
 #[cfg(feature = "code")]
 pub mod code;
@@ -54,6 +57,10 @@ mod message;
 mod reward;
 mod tool;
 
+pub use algorithm::{
+    advantage_with, info_of, loss_with, AdvantageEstimator, AdvantageInput, AdvantageOutput,
+    AlgorithmInfo, LossInput, LossOutput, Matrix, PolicyLoss,
+};
 pub use env::{EnvResource, Environment, StepOutput};
 pub use error::{Error, Result};
 pub use extras::{parse_config, Extras};
@@ -91,5 +98,20 @@ pub mod __rt {
         GENERATOR_WORLD_LEN,
         GENERATOR_WORLD,
         "generator-plugin.component-type"
+    );
+    world_type!(
+        ADVANTAGE_WORLD_LEN,
+        ADVANTAGE_WORLD,
+        "advantage-plugin.component-type"
+    );
+    world_type!(
+        POLICY_LOSS_WORLD_LEN,
+        POLICY_LOSS_WORLD,
+        "policy-loss-plugin.component-type"
+    );
+    world_type!(
+        ALGORITHM_WORLD_LEN,
+        ALGORITHM_WORLD,
+        "algorithm-plugin.component-type"
     );
 }

@@ -24,9 +24,9 @@ macro_rules! export_env {
                 type Env = $crate::EnvResource<$ty>;
             }
             $crate::__export_world!(__SkyrlEnvPlugin, ENV_WORLD, ENV_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:environment-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
-                environment, __export_skyrl_plugin_environment_0_1_1_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:environment-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_2_cabi,
+                environment, __export_skyrl_plugin_environment_0_1_2_cabi);
         };
     };
 }
@@ -60,9 +60,9 @@ macro_rules! export_tool {
                 }
             }
             $crate::__export_world!(__SkyrlToolPlugin, TOOL_WORLD, TOOL_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:tool-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
-                tool, __export_skyrl_plugin_tool_0_1_1_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:tool-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_2_cabi,
+                tool, __export_skyrl_plugin_tool_0_1_2_cabi);
         };
     };
 }
@@ -96,9 +96,9 @@ macro_rules! export_reward {
                 }
             }
             $crate::__export_world!(__SkyrlRewardPlugin, REWARD_WORLD, REWARD_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:reward-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
-                reward, __export_skyrl_plugin_reward_0_1_1_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:reward-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_2_cabi,
+                reward, __export_skyrl_plugin_reward_0_1_2_cabi);
         };
     };
 }
@@ -127,10 +127,128 @@ macro_rules! export_generator {
                 }
             }
             $crate::__export_world!(__SkyrlGeneratorPlugin, GENERATOR_WORLD, GENERATOR_WORLD_LEN,
-                "component-type:skyrl-sdk:skyrl:plugin@0.1.1:generator-plugin:encoded world",
-                plugin, __export_skyrl_plugin_plugin_0_1_1_cabi,
-                generator, __export_skyrl_plugin_generator_0_1_1_cabi);
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:generator-plugin:encoded world",
+                plugin, __export_skyrl_plugin_plugin_0_1_2_cabi,
+                generator, __export_skyrl_plugin_generator_0_1_2_cabi);
         };
+    };
+}
+
+/// Exports algorithm types as the plugin's `advantage-plugin`,
+/// `policy-loss-plugin` or (both given) `algorithm-plugin` world.
+///
+/// ```ignore
+/// skyrl_sdk::export_algorithm!(name = "grpo_rs", version = "0.1.0", description = "...",
+///                              advantage = Grpo);
+/// skyrl_sdk::export_algorithm!(name = "ppo_rs", version = "0.1.0", description = "...",
+///                              policy_loss = PpoClip);
+/// skyrl_sdk::export_algorithm!(name = "algos", version = "0.1.0", description = "...",
+///                              advantage = Grpo, policy_loss = PpoClip);
+/// ```
+#[macro_export]
+macro_rules! export_algorithm {
+    (name = $name:expr, version = $version:expr, description = $description:expr,
+     advantage = $adv:ty, policy_loss = $loss:ty $(,)?) => {
+        const _: () = {
+            struct __SkyrlAlgorithmPlugin;
+            $crate::__algorithm_info!(__SkyrlAlgorithmPlugin, $name, $version, $description);
+            $crate::__advantage_glue!(__SkyrlAlgorithmPlugin, $adv);
+            $crate::__loss_glue!(__SkyrlAlgorithmPlugin, $loss);
+            $crate::__export_world!(
+                __SkyrlAlgorithmPlugin,
+                ALGORITHM_WORLD,
+                ALGORITHM_WORLD_LEN,
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:algorithm-plugin:encoded world",
+                algorithm,
+                __export_skyrl_plugin_algorithm_0_1_2_cabi,
+                advantage,
+                __export_skyrl_plugin_advantage_0_1_2_cabi,
+                policy_loss,
+                __export_skyrl_plugin_policy_loss_0_1_2_cabi
+            );
+        };
+    };
+    (name = $name:expr, version = $version:expr, description = $description:expr,
+     advantage = $adv:ty $(,)?) => {
+        const _: () = {
+            struct __SkyrlAlgorithmPlugin;
+            $crate::__algorithm_info!(__SkyrlAlgorithmPlugin, $name, $version, $description);
+            $crate::__advantage_glue!(__SkyrlAlgorithmPlugin, $adv);
+            $crate::__export_world!(
+                __SkyrlAlgorithmPlugin,
+                ADVANTAGE_WORLD,
+                ADVANTAGE_WORLD_LEN,
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:advantage-plugin:encoded world",
+                algorithm,
+                __export_skyrl_plugin_algorithm_0_1_2_cabi,
+                advantage,
+                __export_skyrl_plugin_advantage_0_1_2_cabi
+            );
+        };
+    };
+    (name = $name:expr, version = $version:expr, description = $description:expr,
+     policy_loss = $loss:ty $(,)?) => {
+        const _: () = {
+            struct __SkyrlAlgorithmPlugin;
+            $crate::__algorithm_info!(__SkyrlAlgorithmPlugin, $name, $version, $description);
+            $crate::__loss_glue!(__SkyrlAlgorithmPlugin, $loss);
+            $crate::__export_world!(
+                __SkyrlAlgorithmPlugin,
+                POLICY_LOSS_WORLD,
+                POLICY_LOSS_WORLD_LEN,
+                "component-type:skyrl-sdk:skyrl:plugin@0.1.2:policy-loss-plugin:encoded world",
+                algorithm,
+                __export_skyrl_plugin_algorithm_0_1_2_cabi,
+                policy_loss,
+                __export_skyrl_plugin_policy_loss_0_1_2_cabi
+            );
+        };
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __algorithm_info {
+    ($glue:ident, $name:expr, $version:expr, $description:expr) => {
+        impl $crate::bindings::exports::skyrl::plugin::algorithm::Guest for $glue {
+            fn info() -> $crate::AlgorithmInfo {
+                $crate::info_of($name, $version, $description)
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __advantage_glue {
+    ($glue:ident, $adv:ty) => {
+        impl $crate::bindings::exports::skyrl::plugin::advantage::Guest for $glue {
+            fn compute(
+                input: $crate::bindings::exports::skyrl::plugin::advantage::AdvantageInput,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::skyrl::plugin::advantage::AdvantageOutput,
+                $crate::bindings::skyrl::plugin::types::PluginError,
+            > {
+                $crate::advantage_with::<$adv>(input)
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __loss_glue {
+    ($glue:ident, $loss:ty) => {
+        impl $crate::bindings::exports::skyrl::plugin::policy_loss::Guest for $glue {
+            fn compute(
+                input: $crate::bindings::exports::skyrl::plugin::policy_loss::LossInput,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::skyrl::plugin::policy_loss::LossOutput,
+                $crate::bindings::skyrl::plugin::types::PluginError,
+            > {
+                $crate::loss_with::<$loss>(input)
+            }
+        }
     };
 }
 
@@ -138,7 +256,7 @@ macro_rules! export_generator {
 /// component-type custom section. Internal to the export macros.
 ///
 /// Only on wasm: native builds (unit tests of a plugin's `rlib`) cannot link
-/// symbols named like `skyrl:plugin/environment@0.1.1#[method]env.step`.
+/// symbols named like `skyrl:plugin/environment@0.1.2#[method]env.step`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_world {

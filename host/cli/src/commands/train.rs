@@ -36,6 +36,12 @@ pub struct RunArgs {
     /// `oci://` reference. Repeatable.
     #[arg(long = "tool")]
     tools: Vec<String>,
+    /// Algorithm plugin (advantage estimator and/or policy loss):
+    /// `NAME=SOURCE` (a .wasm path or an `oci://` reference), selected with
+    /// trainer.algorithm.advantage_estimator=plugin:NAME or
+    /// trainer.algorithm.policy_loss_type=plugin:NAME. Repeatable.
+    #[arg(long = "algorithm")]
+    algorithms: Vec<String>,
     #[command(flatten)]
     lock: LockArgs,
     /// YAML config (see docs/config.md).
@@ -88,6 +94,8 @@ struct PluginSources<'a> {
     /// `(rubric name, source)`.
     rewards: Vec<(&'a str, &'a str)>,
     generator: Option<&'a str>,
+    /// `(algorithm name, source)`.
+    algorithms: Vec<(&'a str, &'a str)>,
 }
 
 impl<'a> PluginSources<'a> {
@@ -102,11 +110,22 @@ impl<'a> PluginSources<'a> {
                 )),
             })
             .collect::<anyhow::Result<_>>()?;
+        let algorithms = args
+            .algorithms
+            .iter()
+            .map(|spec| match parse_plugin(spec) {
+                (Some(name), source) => Ok((name, source)),
+                (None, _) => Err(anyhow::anyhow!(
+                    "--algorithm `{spec}` must be NAME=SOURCE (selected as plugin:NAME)"
+                )),
+            })
+            .collect::<anyhow::Result<_>>()?;
         Ok(Self {
             tools: args.tools.iter().map(String::as_str).collect(),
             envs: args.plugins.iter().map(|s| parse_plugin(s)).collect(),
             rewards,
             generator: args.generator.as_deref(),
+            algorithms,
         })
     }
 
@@ -117,6 +136,7 @@ impl<'a> PluginSources<'a> {
         all.extend(self.envs.iter().map(|(_, s)| *s));
         all.extend(self.rewards.iter().map(|(_, s)| *s));
         all.extend(self.generator);
+        all.extend(self.algorithms.iter().map(|(_, s)| *s));
         let mut files = resolve_plugin_files(&all, lock)?.into_iter();
         let mut next = || files.next().expect("one file per source");
         let engine = PluginEngine::shared()?;
@@ -154,6 +174,10 @@ impl<'a> PluginSources<'a> {
         if let Some(source) = self.generator {
             let plugin = load(source, &next(), "generator")?;
             set.set_generator(wire_tools(sandbox.apply(plugin, None)?, &tools)?);
+        }
+        for (name, source) in &self.algorithms {
+            let plugin = load(source, &next(), "algorithm")?;
+            set.insert_algorithm(name, sandbox.apply(plugin, None)?);
         }
         sandbox.check_all_used()?;
         Ok(set)

@@ -1,5 +1,6 @@
 //! RL algorithms over libtorch tensors (fp32): advantage estimators, policy
-//! losses, rollout correction, KL / entropy terms, reductions and batch filters.
+//! losses (built in, or from sandboxed algorithm plugins), rollout correction,
+//! KL / entropy terms, reductions and batch filters.
 
 pub mod advantage;
 pub mod filters;
@@ -7,6 +8,7 @@ pub mod kl;
 pub mod loss;
 pub mod masked;
 pub mod off_policy;
+pub mod plugin;
 pub mod policy_loss;
 pub mod reduction;
 pub mod step_wise;
@@ -17,6 +19,7 @@ pub use advantage::{
 };
 pub use kl::{compute_approx_kl, entropy_from_logits, KlController, KlEstimator};
 pub use off_policy::Metrics;
+pub use plugin::{register_algorithm_plugins, AlgorithmPluginError, PLUGIN_PREFIX};
 pub use policy_loss::{PolicyLoss, PolicyLossInput, PolicyLossOutput, PolicyLossRegistry};
 pub use reduction::{advantage_scales, scale_advantages, LossReduction, ReductionRow};
 

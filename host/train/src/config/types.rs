@@ -4,6 +4,8 @@
 //! sections are owned by skyrl-rollout (and `generator.inference_engine` by
 //! skyrl-inference) and re-exported here, so the tree reads as one.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 pub use skyrl_inference::InferenceEngineConfig;
@@ -371,6 +373,9 @@ pub struct AlgorithmConfig {
     pub dppo: DppoConfig,
     /// For `seq_mean_token_sum_norm`; null = max_input_length + max_generate_length.
     pub max_seq_len: Option<i64>,
+    /// Options for algorithm plugins (`--algorithm NAME=SOURCE`), by NAME:
+    /// passed to plugin NAME as `options` in its config JSON.
+    pub plugin_options: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for AlgorithmConfig {
@@ -408,6 +413,7 @@ impl Default for AlgorithmConfig {
             cispo: CispoConfig::default(),
             dppo: DppoConfig::default(),
             max_seq_len: None,
+            plugin_options: BTreeMap::new(),
         }
     }
 }

@@ -288,6 +288,21 @@ impl SkyrlConfig {
             || opc.outlier_token_is_threshold_high.is_some()
             || opc.token_mask_is_threshold_low.is_some()
             || a.policy_loss_type == "rollout_is";
+        let correction_on = needs_rollout_lp || a.use_tis;
+        if a.policy_loss_type.starts_with("plugin:") && correction_on {
+            e.push(format!("trainer.algorithm.off_policy_correction (or use_tis) cannot be combined with policy_loss_type={}: a plugin loss gets the rollout logprobs and applies its own correction", a.policy_loss_type));
+        }
+        for (key, name) in [
+            ("advantage_estimator", &a.advantage_estimator),
+            ("policy_loss_type", &a.policy_loss_type),
+        ] {
+            if name
+                .strip_prefix("plugin:")
+                .is_some_and(|n| n.trim().is_empty())
+            {
+                e.push(format!("trainer.algorithm.{key}=plugin: needs a plugin name (plugin:NAME, with --algorithm NAME=SOURCE)"));
+            }
+        }
         if needs_rollout_lp && g.sampling_params.logprobs.is_none() {
             e.push("rollout correction needs rollout logprobs: set generator.sampling_params.logprobs (e.g. 1)".into());
         }

@@ -19,7 +19,9 @@ use tch::Kind;
 use tracing::{info, warn};
 
 use super::{TrainOptions, Trainer, CRITIC_GROUP, CRITIC_OPTIMIZER_GROUP, REF_GROUP};
-use crate::algorithms::{AdvantageEstimatorRegistry, KlController, PolicyLossRegistry};
+use crate::algorithms::{
+    register_algorithm_plugins, AdvantageEstimatorRegistry, KlController, PolicyLossRegistry,
+};
 use crate::checkpoint;
 use crate::config::{SkyrlConfig, TrainingMode};
 use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
@@ -299,8 +301,15 @@ impl Trainer {
             cfg.trainer.placement.colocate_all,
             &cfg.generator.inference_engine,
         )?;
-        let adv_registry = AdvantageEstimatorRegistry::with_defaults();
-        cfg.validate_names(&adv_registry, &PolicyLossRegistry::with_defaults())?;
+        let mut adv_registry = AdvantageEstimatorRegistry::with_defaults();
+        let mut loss_registry = PolicyLossRegistry::with_defaults();
+        register_algorithm_plugins(
+            envs.algorithms(),
+            &cfg.trainer.algorithm,
+            &mut adv_registry,
+            &mut loss_registry,
+        )?;
+        cfg.validate_names(&adv_registry, &loss_registry)?;
         let t = &cfg.trainer;
         let strategy = Strategy::parse(&t.strategy).map_err(anyhow::Error::msg)?;
         let dist = Arc::new(Dist::from_env(&cfg)?);
@@ -331,7 +340,8 @@ impl Trainer {
         };
         let sampler = EpochSampler::new(rows, t.train_batch_size, t.seed, t.epochs, true)?;
         check_env_classes(&cfg, &train_data, &envs)?;
-        let roles = load_roles(&cfg, strategy, &dist, sampler.total_batches(), policy_dir)?;
+        let mut roles = load_roles(&cfg, strategy, &dist, sampler.total_batches(), policy_dir)?;
+        roles.policy.set_losses(loss_registry);
         let (generator, rollout) =
             start_rollouts(&cfg, envs, &roles, &plan, &dist, opts, &tokenizer)?;
         let weight_sync = WeightSync::new(plan.weight_sync, weight_sync_dir(&cfg, &dist));

@@ -187,6 +187,11 @@ impl PolicyWorker {
         })
     }
 
+    /// Use `losses` (built-ins plus algorithm plugins) for `policy_loss_type`.
+    pub fn set_losses(&mut self, losses: PolicyLossRegistry) {
+        self.losses = losses;
+    }
+
     /// The policy model.
     pub fn model(&self) -> &CausalLm {
         &self.model

@@ -95,7 +95,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
     publish(&partial, output)
 }
 
-/// The WIT package's version (`package skyrl:plugin@0.1.1;`), which the host
+/// The WIT package's version (`package skyrl:plugin@0.1.2;`), which the host
 /// import's module name carries.
 fn wit_version() -> anyhow::Result<&'static str> {
     WIT.lines()

@@ -52,6 +52,27 @@ impl GuestWorld {
     }
 }
 
+/// An algorithm world (`kind = "advantage" | "policy-loss" | "algorithm"`),
+/// built by the Python SDK (Rust crates use `export_algorithm!`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlgorithmWorld {
+    Advantage,
+    PolicyLoss,
+    /// Both an advantage estimator and a policy loss.
+    Both,
+}
+
+impl AlgorithmWorld {
+    /// The world's name in the WIT package.
+    pub fn wit_name(self) -> &'static str {
+        match self {
+            AlgorithmWorld::Advantage => "advantage-plugin",
+            AlgorithmWorld::PolicyLoss => "policy-loss-plugin",
+            AlgorithmWorld::Both => "algorithm-plugin",
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -72,6 +93,8 @@ pub struct Manifest {
     pub entry: String,
     /// Output file stem (default: the folder name).
     pub name: Option<String>,
+    /// Which algorithm world, for `kind = "advantage" | "policy-loss" | "algorithm"`.
+    pub algorithm: Option<AlgorithmWorld>,
 }
 
 impl Manifest {
@@ -87,6 +110,7 @@ impl Manifest {
                     language: Language::Rust,
                     entry: default_entry(Language::Rust).into(),
                     name: None,
+                    algorithm: None,
                 });
             }
             bail!(
@@ -99,6 +123,7 @@ impl Manifest {
         let raw: RawManifest =
             toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
         let kind = parse_kind(&raw.kind).with_context(|| format!("in {}", path.display()))?;
+        let algorithm = algorithm_world(&raw.kind);
         let language = match (raw.language, detected) {
             (Some(language), _) => language,
             (None, Some(language)) => language,
@@ -118,6 +143,7 @@ impl Manifest {
             language,
             entry,
             name: raw.name,
+            algorithm,
         })
     }
 
@@ -134,6 +160,9 @@ impl Manifest {
             PluginKind::Reward => GuestWorld::Reward,
             PluginKind::Generator => {
                 bail!("generator plugins are not supported in {language} yet (write them in Rust)")
+            }
+            PluginKind::Algorithm => {
+                bail!("algorithm plugins are not supported in {language} yet (write them in Rust or Python)")
             }
         })
     }
@@ -154,8 +183,20 @@ fn parse_kind(kind: &str) -> anyhow::Result<PluginKind> {
         "tool" => PluginKind::Tool,
         "reward" => PluginKind::Reward,
         "generator" => PluginKind::Generator,
-        other => bail!("kind `{other}` is not one of environment, tool, reward, generator"),
+        "advantage" | "policy-loss" | "algorithm" => PluginKind::Algorithm,
+        other => bail!(
+            "kind `{other}` is not one of environment, tool, reward, generator, advantage, policy-loss, algorithm"
+        ),
     })
+}
+
+fn algorithm_world(kind: &str) -> Option<AlgorithmWorld> {
+    match kind {
+        "advantage" => Some(AlgorithmWorld::Advantage),
+        "policy-loss" => Some(AlgorithmWorld::PolicyLoss),
+        "algorithm" => Some(AlgorithmWorld::Both),
+        _ => None,
+    }
 }
 
 fn default_entry(language: Language) -> &'static str {

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use super::manifest::{GuestWorld, Manifest};
+use super::manifest::{AlgorithmWorld, GuestWorld, Manifest};
 use super::staging::{partial_path, publish, write};
 use super::{toolchain, WIT};
 
@@ -52,6 +52,30 @@ const SDK: &[(&str, &str)] = &[
         "_reward_world.py",
         include_str!("../../../../../sdk/python/skyrl_sdk/_reward_world.py"),
     ),
+    (
+        "_algorithm_glue.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_algorithm_glue.py"),
+    ),
+    (
+        "_advantage_glue.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_advantage_glue.py"),
+    ),
+    (
+        "_loss_glue.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_loss_glue.py"),
+    ),
+    (
+        "_advantage_world.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_advantage_world.py"),
+    ),
+    (
+        "_policy_loss_world.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_policy_loss_world.py"),
+    ),
+    (
+        "_algorithm_world.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/_algorithm_world.py"),
+    ),
 ];
 
 /// The SDK module exporting each world.
@@ -63,10 +87,24 @@ fn glue_module(world: GuestWorld) -> &'static str {
     }
 }
 
+/// The SDK module exporting each algorithm world.
+fn algorithm_glue_module(world: AlgorithmWorld) -> &'static str {
+    match world {
+        AlgorithmWorld::Advantage => "_advantage_world",
+        AlgorithmWorld::PolicyLoss => "_policy_loss_world",
+        AlgorithmWorld::Both => "_algorithm_world",
+    }
+}
+
 /// Builds `dir` (with `manifest.entry`, e.g. `plugin.py`) into `output`.
 pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<()> {
-    let guest = manifest.guest_world()?;
-    let (world, glue) = (guest.wit_name(), glue_module(guest));
+    let (world, glue, guest) = match manifest.algorithm {
+        Some(a) => (a.wit_name(), algorithm_glue_module(a), None),
+        None => {
+            let guest = manifest.guest_world()?;
+            (guest.wit_name(), glue_module(guest), Some(guest))
+        }
+    };
     let module = Path::new(&manifest.entry)
         .file_stem()
         .and_then(|s| s.to_str())
@@ -85,7 +123,7 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
         &root.join("app/app.py"),
         &format!("import {module}  # registers the plugin\nfrom skyrl_sdk.{glue} import *  # noqa: F401,F403\n"),
     )?;
-    if guest == GuestWorld::Environment {
+    if guest == Some(GuestWorld::Environment) {
         write(
             &root.join("app/environment.py"),
             "from skyrl_sdk._env_world import Env  # noqa: F401\n",
