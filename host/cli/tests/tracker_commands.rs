@@ -7,6 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -29,7 +30,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// An `mlflow server` on loopback, killed on drop.
+/// An `mlflow server` on loopback in its own process group, killed with its
+/// workers (uvicorn, job runners) on drop.
 struct MlflowServer {
     child: Child,
     uri: String,
@@ -55,6 +57,7 @@ impl MlflowServer {
             .arg(dir.join("artifacts"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| {
                 panic!(
@@ -78,6 +81,9 @@ impl MlflowServer {
 
 impl Drop for MlflowServer {
     fn drop(&mut self) {
+        // `mlflow server` forks workers that outlive a kill of the parent.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
