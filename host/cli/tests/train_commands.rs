@@ -279,3 +279,54 @@ fn eval_scores_a_checkpoint_without_the_training_data() {
     eval.extend(["--checkpoint", bad.as_str()]);
     assert_fails_with(&skyrl(&eval), "not a checkpoint directory");
 }
+
+#[test]
+fn algorithm_plugins_are_selected_by_name_and_misuse_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let algorithm = format!("rs={}", plugin("ppo_algorithms").display());
+    let select = [
+        "trainer.algorithm.advantage_estimator=plugin:rs",
+        "trainer.algorithm.policy_loss_type=plugin:rs",
+    ];
+    let args = one_step_args(
+        dir.path(),
+        &[&["--algorithm", &algorithm][..], &select].concat(),
+    );
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("trained steps 0..1"), "{}", text(&out));
+
+    // A name no --algorithm provides lists what is available.
+    let mut unknown = refs.clone();
+    let at = unknown
+        .iter()
+        .position(|a| a.ends_with("policy_loss_type=plugin:rs"))
+        .unwrap();
+    unknown[at] = "trainer.algorithm.policy_loss_type=plugin:nope";
+    assert_fails_with(&skyrl(&unknown), "unknown policy loss 'plugin:nope'");
+    // --algorithm needs NAME=SOURCE.
+    let mut unnamed = refs.clone();
+    let bare = plugin("ppo_algorithms").display().to_string();
+    let at = unnamed.iter().position(|a| *a == algorithm).unwrap();
+    unnamed[at] = &bare;
+    assert_fails_with(&skyrl(&unnamed), "must be NAME=SOURCE");
+    // An environment plugin is not an algorithm.
+    let mut wrong = refs.clone();
+    let env = format!("rs={}", plugin("gsm8k").display());
+    wrong[at] = &env;
+    assert_fails_with(
+        &skyrl(&wrong),
+        "implements neither advantage-plugin nor policy-loss-plugin",
+    );
+    // Off-policy correction is the plugin's business, not the host's.
+    let mut corrected = refs.clone();
+    corrected.extend([
+        "generator.sampling_params.logprobs=1",
+        "trainer.algorithm.off_policy_correction.tis_ratio_type=token",
+    ]);
+    assert_fails_with(
+        &skyrl(&corrected),
+        "trainer.algorithm.off_policy_correction",
+    );
+}
