@@ -1,6 +1,6 @@
 //! Algorithm plugins (`advantage_estimator=plugin:NAME`,
 //! `policy_loss_type=plugin:NAME`) against the built-ins they re-implement:
-//! the Rust example (`plugins/ppo_algorithms`: grpo + regular) and the Python
+//! the Rust example (`plugins/ppo_algorithms`: grpo or gae + regular) and the Python
 //! one (`plugins/python_algorithms`: maxrl + dppo) agree to 1e-6 in
 //! advantages, loss values, gradients (autograd of the built-in vs the
 //! plugin's returned dL/dlogp through the host's surrogate) and clip
@@ -67,13 +67,14 @@ fn config(edit: impl FnOnce(&mut AlgorithmConfig)) -> AlgorithmConfig {
     cfg
 }
 
-/// The estimator `name` on the shared inputs.
-fn advantages(
+/// The estimator `name` on the shared inputs (advantages, returns).
+fn estimate(
     reg: &AdvantageEstimatorRegistry,
     name: &str,
     x: &Inputs,
     cfg: &AlgorithmConfig,
-) -> Tensor {
+    values: bool,
+) -> (Tensor, Tensor) {
     let out = reg
         .get(name)
         .unwrap()
@@ -82,13 +83,24 @@ fn advantages(
                 token_level_rewards: &x.rewards,
                 response_mask: &x.mask,
                 group_ids: &x.uids,
-                values: None,
+                values: values.then_some(&x.values),
             },
             &AdvantageParams::from(cfg),
         )
         .unwrap();
-    assert_eq!(max_diff(&out.advantages, &out.returns), 0.0);
-    out.advantages
+    (out.advantages, out.returns)
+}
+
+/// Outcome estimators: advantages (equal to the returns).
+fn advantages(
+    reg: &AdvantageEstimatorRegistry,
+    name: &str,
+    x: &Inputs,
+    cfg: &AlgorithmConfig,
+) -> Tensor {
+    let (advantages, returns) = estimate(reg, name, x, cfg, false);
+    assert_eq!(max_diff(&advantages, &returns), 0.0);
+    advantages
 }
 
 /// The masked-sum loss of `cfg.policy_loss_type`, its gradient with respect
@@ -163,7 +175,7 @@ fn check_loss(
 }
 
 #[test]
-fn rust_plugin_matches_grpo_and_ppo_clip() {
+fn rust_plugin_matches_grpo_gae_and_ppo_clip() {
     let plugins = [("ppo", plugin("ppo_algorithms"))];
     for norm in [true, false] {
         let cfg = config(|c| c.grpo_norm_by_std = norm);
@@ -175,6 +187,22 @@ fn rust_plugin_matches_grpo_and_ppo_clip() {
         );
         assert!(d < TOL, "grpo (norm_by_std={norm}) vs plugin: {d}");
     }
+    // GAE on the critic's values, picked by the plugin's options.
+    let cfg = config(|c| {
+        c.gamma = 0.95;
+        c.lambd = 0.9;
+        c.plugin_options
+            .insert("ppo".into(), json!({ "estimator": "gae" }));
+    });
+    let (reg, _) = registries(&plugins, &cfg);
+    let x = inputs();
+    let (a0, r0) = estimate(&reg, "gae", &x, &cfg, true);
+    let (a1, r1) = estimate(&reg, "plugin:ppo", &x, &cfg, true);
+    let (da, dr) = (max_diff(&a0, &a1), max_diff(&r0, &r1));
+    assert!(
+        da < TOL && dr < TOL,
+        "gae vs plugin: advantages {da}, returns {dr}"
+    );
     let clip = check_loss(&plugins, "regular", "ppo", config(|_| {}), false);
     assert!(clip > 0.0, "the test inputs never clip");
     let asymmetric = config(|c| {

@@ -841,3 +841,48 @@ fn a_failing_algorithm_plugin_ends_the_run_with_its_last_checkpoint_intact() {
     let resumed = trainer(config(dir.path(), &["trainer.resume_mode=latest"]));
     assert_eq!(resumed.global_step(), 1);
 }
+
+#[test]
+fn an_algorithm_plugin_estimator_gets_a_critic_when_its_model_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &[
+            "trainer.algorithm.advantage_estimator=plugin:rs",
+            "trainer.algorithm.plugin_options={rs: {estimator: gae}}",
+            "trainer.algorithm.use_kl_loss=false",
+            "trainer.critic.model.init.vocab_size=99",
+            "trainer.critic.model.init.intermediate_size=128",
+            "trainer.critic.model.init.tokenizer=char",
+            "trainer.critic_mini_batch_size=2",
+            "trainer.eval_interval=-1",
+        ],
+    );
+    let wasm = repo().join("artifacts/plugins/ppo_algorithms.wasm");
+    let rs = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).expect("ppo_algorithms.wasm");
+    let mut plugins = envs();
+    plugins.insert_algorithm("rs", rs);
+    let mut t = {
+        static INIT: Mutex<()> = Mutex::new(());
+        let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        Trainer::new(cfg, plugins).unwrap()
+    };
+    let run = t
+        .run(&TrainOptions {
+            progress: false,
+            max_steps: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    let m = &run.steps[0];
+    // The plugin's GAE returns were the critic's targets.
+    assert!(
+        m["critic/grad_norm"] > 0.0,
+        "no gradient reached the critic"
+    );
+    assert!(m["critic/returns_mean"].is_finite() && m["critic/loss"].is_finite());
+    assert!(dir
+        .path()
+        .join("ckpts/global_step_1/extra/critic.safetensors")
+        .is_file());
+}

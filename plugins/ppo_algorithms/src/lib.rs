@@ -1,7 +1,9 @@
-//! GRPO advantages and PPO's clipped surrogate loss, written against the
-//! `algorithm-plugin` world: the same maths as the host's built-in `grpo`
-//! and `regular`, so a run with `advantage_estimator=plugin:NAME` and
-//! `policy_loss_type=plugin:NAME` can be compared with the built-ins.
+//! GRPO or GAE advantages and PPO's clipped surrogate loss, written against
+//! the `algorithm-plugin` world: the same maths as the host's built-in
+//! `grpo`, `gae` and `regular`, so a run with `advantage_estimator=plugin:NAME`
+//! and `policy_loss_type=plugin:NAME` can be compared with the built-ins.
+//! `trainer.algorithm.plugin_options.NAME.estimator` picks `grpo` (default)
+//! or `gae` (needs a critic: set `trainer.critic.model`).
 //!
 //! The loss returns `d loss / d logp` in closed form (no autograd): where
 //! the ratio is inside the clip range (or the unclipped term is the
@@ -20,61 +22,136 @@ const EPSILON: f64 = 1e-6;
 /// Log-ratios are clamped to +-20 before `exp`, as the host's losses.
 const LOG_RATIO_CLIP: f64 = 20.0;
 
+/// The advantage estimator named by `options.estimator`: `grpo` or `gae`.
+pub struct Estimators;
+
+impl AdvantageEstimator for Estimators {
+    fn compute(input: &AdvantageInput) -> Result<AdvantageOutput> {
+        let name = input
+            .config
+            .get("options")
+            .and_then(|o| o.get("estimator"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        match name.as_str() {
+            None | Some("grpo") => grpo(input),
+            Some("gae") => gae(input),
+            _ => Err(Error::config(format!(
+                "options.estimator must be grpo or gae, got {name}"
+            ))),
+        }
+    }
+}
+
 /// GRPO: `(s - mean_g) / (std_g + eps)` per group of the sequence scores
 /// (unbiased std; a group of one: mean 0, std 1), or `s - mean_g` with
 /// `grpo_norm_by_std: false`; broadcast over the response mask.
-pub struct Grpo;
-
-impl AdvantageEstimator for Grpo {
-    fn compute(input: &AdvantageInput) -> Result<AdvantageOutput> {
-        let rows = input.token_rewards.nrows();
-        if input.group_ids.len() != rows {
-            return Err(Error::input(format!(
-                "{} group ids for {rows} rows",
-                input.group_ids.len()
-            )));
-        }
-        let norm_by_std = flag(&input.config, "grpo_norm_by_std", true)?;
-        let scores: Vec<f64> = (0..rows)
-            .map(|r| input.token_rewards.row(r).iter().map(|&v| v as f64).sum())
-            .collect();
-        let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (r, id) in input.group_ids.iter().enumerate() {
-            groups.entry(id.as_str()).or_default().push(r);
-        }
-        let mut per_row = vec![0.0; rows];
-        for members in groups.values() {
-            let n = members.len() as f64;
-            let (mean, std) = if members.len() == 1 {
-                (0.0, 1.0)
-            } else {
-                let mean = members.iter().map(|&r| scores[r]).sum::<f64>() / n;
-                let var = members
-                    .iter()
-                    .map(|&r| (scores[r] - mean).powi(2))
-                    .sum::<f64>()
-                    / (n - 1.0);
-                (mean, var.sqrt())
-            };
-            for &r in members {
-                per_row[r] = match norm_by_std {
-                    true => (scores[r] - mean) / (std + EPSILON),
-                    false => scores[r] - mean,
-                };
-            }
-        }
-        let mut advantages = Matrix::zeros(rows, input.token_rewards.ncols());
-        for (r, a) in per_row.iter().enumerate() {
-            let mask = input.response_mask.row(r);
-            for (out, &m) in advantages.row_mut(r).iter_mut().zip(mask) {
-                *out = (*a as f32) * m;
-            }
-        }
-        Ok(AdvantageOutput {
-            returns: advantages.clone(),
-            advantages,
-        })
+fn grpo(input: &AdvantageInput) -> Result<AdvantageOutput> {
+    let rows = input.token_rewards.nrows();
+    if input.group_ids.len() != rows {
+        return Err(Error::input(format!(
+            "{} group ids for {rows} rows",
+            input.group_ids.len()
+        )));
     }
+    let norm_by_std = flag(&input.config, "grpo_norm_by_std", true)?;
+    let scores: Vec<f64> = (0..rows)
+        .map(|r| input.token_rewards.row(r).iter().map(|&v| v as f64).sum())
+        .collect();
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (r, id) in input.group_ids.iter().enumerate() {
+        groups.entry(id.as_str()).or_default().push(r);
+    }
+    let mut per_row = vec![0.0; rows];
+    for members in groups.values() {
+        let n = members.len() as f64;
+        let (mean, std) = if members.len() == 1 {
+            (0.0, 1.0)
+        } else {
+            let mean = members.iter().map(|&r| scores[r]).sum::<f64>() / n;
+            let var = members
+                .iter()
+                .map(|&r| (scores[r] - mean).powi(2))
+                .sum::<f64>()
+                / (n - 1.0);
+            (mean, var.sqrt())
+        };
+        for &r in members {
+            per_row[r] = match norm_by_std {
+                true => (scores[r] - mean) / (std + EPSILON),
+                false => scores[r] - mean,
+            };
+        }
+    }
+    let mut advantages = Matrix::zeros(rows, input.token_rewards.ncols());
+    for (r, a) in per_row.iter().enumerate() {
+        let mask = input.response_mask.row(r);
+        for (out, &m) in advantages.row_mut(r).iter_mut().zip(mask) {
+            *out = (*a as f32) * m;
+        }
+    }
+    Ok(AdvantageOutput {
+        returns: advantages.clone(),
+        advantages,
+    })
+}
+
+/// GAE: `delta_t = r_t + gamma V_{t+1} - V_t`, `A_t = delta_t + gamma lambda A_{t+1}`
+/// (`V` past the last column is 0), returns `A + V`, advantages whitened over
+/// the mask with the unbiased variance: `(A - mean) / sqrt(var + 1e-8)`.
+fn gae(input: &AdvantageInput) -> Result<AdvantageOutput> {
+    let values = input
+        .values
+        .as_ref()
+        .ok_or_else(|| Error::config("gae needs critic values: set trainer.critic.model"))?;
+    let gamma = number(&input.config, "gamma", 1.0)?;
+    let lambd = number(&input.config, "lambd", 1.0)?;
+    let (rows, cols) = (input.token_rewards.nrows(), input.token_rewards.ncols());
+    let mut adv = vec![0.0f64; rows * cols];
+    for r in 0..rows {
+        let mut last = 0.0;
+        for c in (0..cols).rev() {
+            let next = if c + 1 < cols {
+                values.at(r, c + 1) as f64
+            } else {
+                0.0
+            };
+            let delta = input.token_rewards.at(r, c) as f64 + gamma * next - values.at(r, c) as f64;
+            last = delta + gamma * lambd * last;
+            adv[r * cols + c] = last;
+        }
+    }
+    let mask = &input.response_mask.data;
+    let n: f64 = mask.iter().map(|&m| m as f64).sum();
+    if n < 2.0 {
+        return Err(Error::input(
+            "gae whitening needs at least two response tokens",
+        ));
+    }
+    let mean = adv
+        .iter()
+        .zip(mask)
+        .map(|(a, &m)| a * m as f64)
+        .sum::<f64>()
+        / n;
+    let var = adv
+        .iter()
+        .zip(mask)
+        .map(|(a, &m)| (a - mean).powi(2) * m as f64)
+        .sum::<f64>()
+        / n
+        * (n / (n - 1.0));
+    let scale = 1.0 / (var + 1e-8).sqrt();
+    let mut advantages = Matrix::zeros(rows, cols);
+    let mut returns = Matrix::zeros(rows, cols);
+    for (i, a) in adv.iter().enumerate() {
+        advantages.data[i] = ((a - mean) * scale) as f32;
+        returns.data[i] = (a + values.data[i] as f64) as f32;
+    }
+    Ok(AdvantageOutput {
+        advantages,
+        returns,
+    })
 }
 
 /// PPO's clipped surrogate `-min(r A, clip(r, 1 - eps_clip_low, 1 + eps_clip_high) A)`,
@@ -140,8 +217,8 @@ skyrl_sdk::export_algorithm!(
     name = "ppo_algorithms",
     version = "0.1.0",
     description =
-        "GRPO advantages and PPO's clipped loss (as the built-in grpo and regular), in Rust.",
-    advantage = Grpo,
+        "GRPO or GAE advantages and PPO's clipped loss (as the built-in grpo, gae and regular), in Rust.",
+    advantage = Estimators,
     policy_loss = PpoClip,
 );
 
@@ -166,7 +243,7 @@ mod tests {
             values: None,
             config: Value::Null,
         };
-        let out = Grpo::compute(&input).unwrap();
+        let out = Estimators::compute(&input).unwrap();
         // Group a: scores 1 and 0, mean 0.5, unbiased std 0.7071.
         let a = 0.5 / (0.5f64.sqrt() + EPSILON);
         assert!((out.advantages.at(0, 0) as f64 - a).abs() < 1e-6);

@@ -98,6 +98,19 @@ pub struct TrainerConfig {
     pub dump_eval_results: bool,
 }
 
+impl TrainerConfig {
+    /// Whether the run trains a critic: always with `advantage_estimator:
+    /// gae` (its own model, or the policy's backbone with a value head), and
+    /// with an algorithm plugin's estimator (`plugin:NAME`) when
+    /// `critic.model` is set (skyrl: a critic exists iff its model is given),
+    /// which then receives the values.
+    pub fn trains_critic(&self) -> bool {
+        let estimator = &self.algorithm.advantage_estimator;
+        let critic_model = self.critic.model.path.is_some() || self.critic.model.init.is_some();
+        estimator == "gae" || (estimator.starts_with("plugin:") && critic_model)
+    }
+}
+
 impl Default for TrainerConfig {
     fn default() -> Self {
         Self {

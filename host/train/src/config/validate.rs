@@ -115,8 +115,8 @@ impl SkyrlConfig {
                 ));
             }
         }
-        // gae trains a critic (its own model, or the policy's with a value head).
-        let has_critic = a.advantage_estimator == "gae";
+        // gae (and a plugin estimator given critic.model) trains a critic.
+        let has_critic = t.trains_critic();
         if has_critic
             && t.critic_mini_batch_size > 0
             && !t.train_batch_size.is_multiple_of(t.critic_mini_batch_size)
@@ -192,7 +192,7 @@ impl SkyrlConfig {
         let critic_model = t.critic.model.path.is_some() || t.critic.model.init.is_some();
         if critic_model && !has_critic {
             e.push(format!(
-                "trainer.critic.model is set but trainer.algorithm.advantage_estimator={} trains no critic (use gae)",
+                "trainer.critic.model is set but trainer.algorithm.advantage_estimator={} trains no critic (use gae, or an algorithm plugin: plugin:NAME)",
                 a.advantage_estimator
             ));
         }

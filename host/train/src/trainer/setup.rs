@@ -37,12 +37,12 @@ fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
     let t = &cfg.trainer;
     let g = &cfg.generator;
     let mut e: Vec<&str> = Vec::new();
-    if t.algorithm.advantage_estimator == "gae" {
+    if t.trains_critic() {
         if world > 1 {
-            e.push("trainer.algorithm.advantage_estimator=gae (a critic) is not supported with several ranks yet; run it on one process");
+            e.push("a critic (trainer.algorithm.advantage_estimator=gae, or plugin:NAME with trainer.critic.model) is not supported with several ranks yet; run it on one process");
         }
         if g.step_wise_trajectories {
-            e.push("trainer.algorithm.advantage_estimator=gae is not supported with generator.step_wise_trajectories");
+            e.push("a critic (trainer.algorithm.advantage_estimator=gae, or plugin:NAME with trainer.critic.model) is not supported with generator.step_wise_trajectories");
         }
     }
     if t.algorithm.dynamic_sampling.kind.is_some() {
@@ -209,8 +209,9 @@ fn load_roles(
     } else {
         None
     };
-    // The critic (gae): its own model, or the policy's with a fresh value head.
-    let critic = if t.algorithm.advantage_estimator == "gae" {
+    // The critic (gae, or a plugin estimator with critic.model): its own
+    // model, or the policy's with a fresh value head.
+    let critic = if t.trains_critic() {
         let c = &t.critic.model;
         let dir = match c.path.is_some() || c.init.is_some() {
             true => dist.main_first(|| {
