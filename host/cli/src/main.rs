@@ -24,6 +24,8 @@ enum Command {
     Env(commands::env::EnvCommand),
     /// Train a policy with RL (GRPO by default) on environment plugins.
     Train(commands::train::TrainArgs),
+    /// Supervised fine-tuning on chat data (an SFT config; docs/config.md).
+    Sft(commands::sft::SftArgs),
     /// Evaluate a model or checkpoint on data.val_data (no training).
     Eval(commands::train::EvalArgs),
     /// Serve a model over an OpenAI-compatible HTTP API with weight-control endpoints.
@@ -48,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Plugin(cmd) => commands::plugin::run(cmd),
         Command::Env(cmd) => commands::env::run(cmd),
         Command::Train(args) => commands::train::run(args),
+        Command::Sft(args) => commands::sft::run(args),
         Command::Eval(args) => commands::train::run_eval(args),
         Command::Model(cmd) => commands::model::run(cmd),
         Command::Serve(args) => commands::serve::run(args),

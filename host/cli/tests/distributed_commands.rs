@@ -2,7 +2,7 @@
 //! rank): 2 ranks against 1 for `ddp` and the sharded strategy, launched by
 //! torchrun, with torchrun's variables and with srun's; sharded checkpoints
 //! resumed on another world size; a killed rank; launches that must fail
-//! before any work.
+//! before any work. And `skyrl sft` on 2 ranks against 1.
 
 mod common;
 
@@ -261,6 +261,88 @@ fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
                 m[key],
                 mib(want)
             );
+        }
+    }
+}
+
+/// `skyrl sft` on `world` ranks under `dir`: 7 conversations of unequal
+/// length, 4 per step (the second batch of each epoch is short: on 2 ranks
+/// the second rank gets one), 2 per micro-batch, evaluated every 2 steps.
+fn sft_args(dir: &Path, data: &Path, strategy: &str, world: usize) -> Vec<String> {
+    [
+        "sft".to_string(),
+        "model.path=null".into(),
+        "model.init={tokenizer: char, vocab_size: 99}".into(),
+        format!("dataset_name={}", data.display()),
+        "dataset_split=train".into(),
+        format!("eval_dataset_name={}", data.display()),
+        "eval_dataset_split=train".into(),
+        "eval_interval=2".into(),
+        "train_on_what=all_assistant_messages".into(),
+        "batch_size=4".into(),
+        "micro_train_batch_size_per_gpu=2".into(),
+        "num_epochs=2".into(),
+        "bf16=false".into(),
+        "gradient_checkpointing=false".into(),
+        "disable_cache=true".into(),
+        "logger=jsonl".into(),
+        "optimizer_config.lr=1e-3".into(),
+        format!("strategy={strategy}"),
+        format!("placement.num_gpus_per_node={world}"),
+        format!("ckpt_path={}", dir.join("ckpts").display()),
+        "ckpt_interval=2".into(),
+        format!("export_path={}", dir.join("exports").display()),
+        format!("log_path={}", dir.join("logs").display()),
+    ]
+    .to_vec()
+}
+
+#[test]
+fn sft_on_two_ranks_trains_as_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("chat.jsonl");
+    let rows: String = (0..7)
+        .map(|i| {
+            let msgs = serde_json::json!([
+                {"role": "user", "content": format!("q{i}")},
+                {"role": "assistant", "content": "ab".repeat(i + 1)},
+                {"role": "user", "content": "more"},
+                {"role": "assistant", "content": "z".repeat(7 - i)},
+            ]);
+            format!("{}\n", serde_json::json!({"messages": msgs}))
+        })
+        .collect();
+    std::fs::write(&data, rows).unwrap();
+    let one = tmp.path().join("one");
+    run_single(&sft_args(&one, &data, "ddp", 1));
+    for strategy in ["ddp", "fsdp"] {
+        let two = tmp.path().join(strategy);
+        let outs = run_ranks(2, &sft_args(&two, &data, strategy, 2));
+        assert!(
+            text(&outs[0]).contains("trained steps 0..4"),
+            "{}",
+            text(&outs[0])
+        );
+        assert!(!text(&outs[1]).contains("trained steps"));
+        let (ma, mb) = (metrics(&one), metrics(&two));
+        assert_eq!(ma.len(), mb.len());
+        for (x, y) in ma.iter().zip(&mb) {
+            for key in ["train/loss", "train/grad_norm", "eval/eval_loss"] {
+                if let (Some(a), Some(b)) = (x.get(key), y.get(key)) {
+                    assert!(rel(*a, *b) < 1e-5, "{strategy}: {key} {a} vs {b}");
+                }
+            }
+        }
+        assert!(
+            mb.iter()
+                .filter(|m| m.contains_key("eval/eval_loss"))
+                .count()
+                >= 2
+        );
+        let (wa, wb) = (weights(&one, 4), weights(&two, 4));
+        for (name, t) in &wa {
+            let d = (t - &wb[name]).norm().double_value(&[]) / t.norm().double_value(&[]);
+            assert!(d < 1e-5, "{strategy}: weight {name} differs by {d:e}");
         }
     }
 }

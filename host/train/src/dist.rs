@@ -15,6 +15,19 @@ use tch::{Device, Kind, Tensor};
 
 use crate::config::SkyrlConfig;
 
+/// The ranks a config plans for, and the keys that say so (for errors).
+#[derive(Debug, Clone)]
+pub struct RankPlan<'a> {
+    pub nodes: usize,
+    pub gpus_per_node: usize,
+    /// The config key of `nodes` (e.g. `trainer.placement.policy_num_nodes`).
+    pub nodes_key: &'a str,
+    /// The config key of `gpus_per_node`.
+    pub gpus_key: &'a str,
+    /// Seconds a collective or the rendezvous may wait for another rank.
+    pub timeout_s: f64,
+}
+
 /// The policy ranks of this run and this process's rank among them.
 pub struct Dist {
     group: Option<ProcessGroup>,
@@ -52,23 +65,37 @@ impl Dist {
     /// `trainer.placement.policy_num_nodes` × `policy_num_gpus_per_node`.
     /// Gloo on CPU, NCCL on `cuda:<LOCAL_RANK>`.
     pub fn from_env(cfg: &SkyrlConfig) -> Result<Self> {
-        let env = LaunchEnv::from_env().context("cannot read the launcher's variables")?;
         let p = &cfg.trainer.placement;
-        let planned = p.policy_num_nodes * p.policy_num_gpus_per_node;
+        Self::join(&RankPlan {
+            nodes: p.policy_num_nodes,
+            gpus_per_node: p.policy_num_gpus_per_node,
+            nodes_key: "trainer.placement.policy_num_nodes",
+            gpus_key: "trainer.placement.policy_num_gpus_per_node",
+            timeout_s: cfg.trainer.dist_timeout_s,
+        })
+    }
+
+    /// Joins the run described by the launcher's variables, which must have
+    /// started the ranks `plan` asks for.
+    pub fn join(plan: &RankPlan) -> Result<Self> {
+        let env = LaunchEnv::from_env().context("cannot read the launcher's variables")?;
+        let planned = plan.nodes * plan.gpus_per_node;
         let Some(env) = env.filter(|e| e.world_size > 1) else {
             if planned > 1 {
                 bail!(
-                    "trainer.placement.policy_num_nodes ({}) x policy_num_gpus_per_node ({}) = {planned} \
-                     ranks, but this process was started alone (no RANK/WORLD_SIZE); launch with \
-                     `torchrun --no-python --nproc-per-node {} skyrl train ...` (docs/distributed.md)",
-                    p.policy_num_nodes,
-                    p.policy_num_gpus_per_node,
-                    p.policy_num_gpus_per_node
+                    "{} ({}) x {} ({}) = {planned} ranks, but this process was started alone \
+                     (no RANK/WORLD_SIZE); launch with `torchrun --no-python --nproc-per-node {} \
+                     skyrl ...` (docs/distributed.md)",
+                    plan.nodes_key,
+                    plan.nodes,
+                    plan.gpus_key,
+                    plan.gpus_per_node,
+                    plan.gpus_per_node
                 );
             }
             return Ok(Self::single());
         };
-        check_placement(cfg, &env)?;
+        check_placement(plan, &env)?;
         let device = if tch::Cuda::is_available() {
             Device::Cuda(env.local_rank)
         } else {
@@ -78,7 +105,7 @@ impl Dist {
             Device::Cuda(_) => Backend::Nccl,
             _ => Backend::Gloo,
         };
-        let timeout = Duration::from_secs_f64(cfg.trainer.dist_timeout_s.max(1.0));
+        let timeout = Duration::from_secs_f64(plan.timeout_s.max(1.0));
         let group = ProcessGroup::init(&env, backend, timeout).with_context(|| {
             format!(
                 "rank {} of {} could not join the {backend} process group",
@@ -213,27 +240,26 @@ impl Dist {
 }
 
 /// The launched world must be the planned one.
-fn check_placement(cfg: &SkyrlConfig, env: &LaunchEnv) -> Result<()> {
-    let p = &cfg.trainer.placement;
-    let planned = p.policy_num_nodes * p.policy_num_gpus_per_node;
+fn check_placement(plan: &RankPlan, env: &LaunchEnv) -> Result<()> {
+    let planned = plan.nodes * plan.gpus_per_node;
+    let (nodes_key, gpus_key) = (plan.nodes_key, plan.gpus_key);
     if env.world_size != planned {
         bail!(
-            "the launcher started {} ranks ({} per node), but trainer.placement.policy_num_nodes ({}) \
-             x policy_num_gpus_per_node ({}) = {planned}; set trainer.placement.policy_num_nodes={} \
-             trainer.placement.policy_num_gpus_per_node={}",
+            "the launcher started {} ranks ({} per node), but {nodes_key} ({}) x {gpus_key} ({}) \
+             = {planned}; set {nodes_key}={} {gpus_key}={}",
             env.world_size,
             env.local_world_size,
-            p.policy_num_nodes,
-            p.policy_num_gpus_per_node,
+            plan.nodes,
+            plan.gpus_per_node,
             env.world_size / env.local_world_size.max(1),
             env.local_world_size
         );
     }
-    if env.local_world_size != p.policy_num_gpus_per_node {
+    if env.local_world_size != plan.gpus_per_node {
         bail!(
-            "the launcher started {} ranks per node, but trainer.placement.policy_num_gpus_per_node = {}",
+            "the launcher started {} ranks per node, but {gpus_key} = {}",
             env.local_world_size,
-            p.policy_num_gpus_per_node
+            plan.gpus_per_node
         );
     }
     Ok(())

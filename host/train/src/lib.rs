@@ -8,7 +8,8 @@
 //! each distributed over the ranks by its strategy), the ranks themselves
 //! ([`dist`], on skyrl-distributed's c10d process group) and the trainer
 //! loop that sequences them ([`trainer`]), reporting to experiment
-//! trackers ([`tracking`]).
+//! trackers ([`tracking`]). Supervised fine-tuning ([`sft`]) reuses the
+//! same pieces.
 //!
 //! Rollouts come from skyrl-rollout, engines and weight sync from
 //! skyrl-inference; this crate never serves HTTP and never parses a command
@@ -23,6 +24,7 @@ pub mod dist;
 pub mod metrics;
 pub mod model_setup;
 pub mod optim;
+pub mod sft;
 pub mod tracking;
 pub mod trainer;
 pub mod workers;

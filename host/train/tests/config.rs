@@ -69,6 +69,13 @@ fn shipped_configs_load() {
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("sft_") {
+            // SFT configs are a tree of their own (`skyrl sft`).
+            skyrl_train::sft::load_sft_config(Some(&p), &[])
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            continue;
+        }
         if p.extension().is_some_and(|e| e == "yaml") {
             let c = load_config(Some(&p), &[]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             let names_ok = c.validate_names(

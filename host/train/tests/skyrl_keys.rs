@@ -1,6 +1,7 @@
 //! Every key of skyrl-train 0.3.1's ppo_base_config.yaml (fixture regenerated
-//! by tests/fixtures/make_skyrl_keys.py) and of skyrl 0.3.0's AlgorithmConfig
-//! (tests/fixtures/make_skyrl030_keys.py), set to skyrl's default: the config
+//! by tests/fixtures/make_skyrl_keys.py), of skyrl 0.3.0's AlgorithmConfig and
+//! of its SFTConfig (the `skyrl sft` config; both from
+//! tests/fixtures/make_skyrl030_keys.py), set to skyrl's default: the config
 //! loads with it, or refuses it with an error naming the key. Nothing of a
 //! SkyRL config is silently dropped: unknown keys fail by name (every section
 //! denies unknown fields), and keys this trainer parses but cannot honour are
@@ -9,6 +10,7 @@
 use serde_json::Value;
 use skyrl_train::config::legacy::LEGACY_ENGINE_KEYS;
 use skyrl_train::config::load_config_str;
+use skyrl_train::sft::load_sft_config_str;
 
 #[derive(serde::Deserialize)]
 struct Key {
@@ -23,7 +25,7 @@ fn keys(fixture: &str) -> Vec<Key> {
 
 #[test]
 fn every_skyrl_key_loads_or_is_refused_by_name() {
-    let (accepted, _) = check_keys("skyrl_train_0.3.1_keys.json");
+    let (accepted, _) = check_keys("skyrl_train_0.3.1_keys.json", rl_loads);
     assert!(
         accepted.len() > 100,
         "only {} SkyRL keys load",
@@ -33,7 +35,7 @@ fn every_skyrl_key_loads_or_is_refused_by_name() {
 
 #[test]
 fn every_skyrl_0_3_0_algorithm_key_loads() {
-    let (accepted, refused) = check_keys("skyrl_0.3.0_keys.json");
+    let (accepted, refused) = check_keys("skyrl_0.3.0_keys.json", rl_loads);
     assert!(
         refused.is_empty(),
         "skyrl 0.3.0 algorithm keys refused at their defaults: {refused:?}"
@@ -41,9 +43,44 @@ fn every_skyrl_0_3_0_algorithm_key_loads() {
     assert_eq!(accepted.len(), 45, "{accepted:?}");
 }
 
-/// Loads every key of `fixture` at its default; returns the accepted and
-/// the refused-by-name keys, failing on any refused without its name.
-fn check_keys(fixture: &str) -> (Vec<String>, Vec<String>) {
+/// SkyRL's SFTConfig: every key loads at its default or is refused by name.
+/// Refused: `strategy` (0.3.0's default megatron is not run here),
+/// `placement.num_gpus_per_node` (4 ranks cannot split the default batch of
+/// 4 into micro-batches of 2, as in 0.3.0), and the Megatron TP/PP sizes at
+/// the dataclass's 1 (SFTConfig's own default is 2; Megatron keys load only
+/// at SFTConfig's defaults). Every other key loads.
+#[test]
+fn every_skyrl_0_3_0_sft_key_loads_or_is_refused_by_name() {
+    let (accepted, mut refused) = check_keys("skyrl_0.3.0_sft_keys.json", sft_loads);
+    refused.sort();
+    assert_eq!(
+        refused,
+        [
+            "megatron_config.pipeline_model_parallel_size",
+            "megatron_config.tensor_model_parallel_size",
+            "placement.num_gpus_per_node",
+            "strategy",
+        ],
+        "accepted: {accepted:?}"
+    );
+    assert_eq!(accepted.len(), 91, "{accepted:?}");
+}
+
+fn rl_loads(arg: String) -> Result<(), String> {
+    load_config_str("", "<skyrl default>", &[arg])
+        .map(drop)
+        .map_err(|e| format!("{e:#}"))
+}
+
+fn sft_loads(arg: String) -> Result<(), String> {
+    load_sft_config_str("", "<skyrl default>", &[arg])
+        .map(drop)
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// Loads every key of `fixture` at its default with `load`; returns the
+/// accepted and the refused-by-name keys, failing on any refused without its name.
+fn check_keys(fixture: &str, load: fn(String) -> Result<(), String>) -> (Vec<String>, Vec<String>) {
     let mut accepted = Vec::new();
     let mut refused = Vec::new();
     let mut silent = Vec::new();
@@ -52,10 +89,9 @@ fn check_keys(fixture: &str) -> (Vec<String>, Vec<String>) {
             continue; // an interpolation or null default: nothing to set
         }
         let arg = format!("{}={}", k.key, k.default);
-        match load_config_str("", "<skyrl default>", &[arg]) {
-            Ok(_) => accepted.push(k.key),
-            Err(e) => {
-                let text = format!("{e:#}");
+        match load(arg) {
+            Ok(()) => accepted.push(k.key),
+            Err(text) => {
                 let last = k.key.rsplit('.').next().unwrap();
                 // skyrl-train 0.3.1's flat engine keys are refused by their new name.
                 let moved = LEGACY_ENGINE_KEYS

@@ -6,4 +6,5 @@ pub mod env;
 pub mod model;
 pub mod plugin;
 pub mod serve;
+pub mod sft;
 pub mod train;

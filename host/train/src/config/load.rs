@@ -33,16 +33,7 @@ pub enum ConfigError {
 
 /// Loads `path` (YAML) and applies `overrides`; validates the result.
 pub fn load_config(path: Option<&Path>, overrides: &[String]) -> Result<SkyrlConfig, ConfigError> {
-    let (text, origin) = match path {
-        Some(p) => (
-            std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
-                path: p.to_path_buf(),
-                source,
-            })?,
-            p.display().to_string(),
-        ),
-        None => (String::new(), "<defaults>".to_string()),
-    };
+    let (text, origin) = read_config_file(path)?;
     load_config_str(&text, &origin, overrides)
 }
 
@@ -52,6 +43,74 @@ pub fn load_config_str(
     origin: &str,
     overrides: &[String],
 ) -> Result<SkyrlConfig, ConfigError> {
+    let mut tree = parse_tree(yaml, origin, overrides)?;
+    super::legacy::migrate(&mut tree.root)?;
+    let mut cfg: SkyrlConfig = tree.deserialize()?;
+    cfg.resolve_defaults();
+    cfg.validate().map_err(ConfigError::Invalid)?;
+    Ok(cfg)
+}
+
+/// Reads a config file's text (`None`: no file), with the origin its errors name.
+pub fn read_config_file(path: Option<&Path>) -> Result<(String, String), ConfigError> {
+    Ok(match path {
+        Some(p) => (
+            std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
+                path: p.to_path_buf(),
+                source,
+            })?,
+            p.display().to_string(),
+        ),
+        None => (String::new(), "<defaults>".to_string()),
+    })
+}
+
+/// A config as a YAML tree with the command-line overrides applied, before
+/// it is turned into a typed config; remembers which override set which key
+/// so that errors can name it.
+pub struct ConfigTree {
+    /// The merged tree (a mapping).
+    pub root: Value,
+    origin: String,
+    /// `(dotted key, override argument)` in the order applied.
+    applied: Vec<(String, String)>,
+}
+
+impl ConfigTree {
+    /// Where `path` (dotted) was set: ` (from override `...`)` or ` (in FILE)`.
+    pub fn origin_of(&self, path: &str) -> String {
+        self.applied
+            .iter()
+            .rev()
+            .find(|(k, _)| {
+                path == *k
+                    || path.starts_with(&format!("{k}."))
+                    || k.starts_with(&format!("{path}."))
+            })
+            .map(|(_, a)| format!(" (from override `{a}`)"))
+            .unwrap_or_else(|| format!(" (in {})", self.origin))
+    }
+
+    /// Deserializes the tree; an unknown or malformed key is an error naming
+    /// its full path and where it was set.
+    pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        serde_path_to_error::deserialize(self.root.clone()).map_err(|e| {
+            let path = e.path().to_string();
+            ConfigError::Key {
+                origin: self.origin_of(&path),
+                path,
+                message: e.into_inner().to_string(),
+            }
+        })
+    }
+}
+
+/// Parses `yaml` (a mapping, or empty) and applies `overrides` in order.
+pub fn parse_tree(
+    yaml: &str,
+    origin: &str,
+    overrides: &[String],
+) -> Result<ConfigTree, ConfigError> {
     let mut root: Value = if yaml.trim().is_empty() {
         Value::Mapping(Mapping::new())
     } else {
@@ -66,7 +125,7 @@ pub fn load_config_str(
     if !root.is_mapping() {
         return Err(ConfigError::Yaml {
             origin: origin.to_string(),
-            message: "the top level must be a mapping (data/trainer/generator/environment)".into(),
+            message: "the top level must be a mapping of config keys".into(),
         });
     }
     let mut applied: Vec<(String, String)> = Vec::new();
@@ -74,28 +133,11 @@ pub fn load_config_str(
         let key = apply_override(&mut root, arg)?;
         applied.push((key, arg.clone()));
     }
-    super::legacy::migrate(&mut root)?;
-    let mut cfg: SkyrlConfig = serde_path_to_error::deserialize(root).map_err(|e| {
-        let path = e.path().to_string();
-        let from = applied
-            .iter()
-            .rev()
-            .find(|(k, _)| {
-                path == *k
-                    || path.starts_with(&format!("{k}."))
-                    || k.starts_with(&format!("{path}."))
-            })
-            .map(|(_, a)| format!(" (from override `{a}`)"))
-            .unwrap_or_else(|| format!(" (in {origin})"));
-        ConfigError::Key {
-            path,
-            origin: from,
-            message: e.into_inner().to_string(),
-        }
-    })?;
-    cfg.resolve_defaults();
-    cfg.validate().map_err(ConfigError::Invalid)?;
-    Ok(cfg)
+    Ok(ConfigTree {
+        root,
+        origin: origin.to_string(),
+        applied,
+    })
 }
 
 /// Sets `key.sub=value` in `root`, creating mappings on the way; returns the key.

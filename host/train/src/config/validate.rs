@@ -1,7 +1,27 @@
 //! Derived defaults and consistency checks (after skyrl-train's `validate_cfg`
 //! and `validate_batch_sizes`).
 
-use super::types::{SamplingParams, SkyrlConfig};
+use super::types::{OptimizerConfig, SamplingParams, SkyrlConfig};
+
+impl OptimizerConfig {
+    /// What is wrong with these settings, each naming its key under `section`.
+    pub fn problems(&self, section: &str) -> Vec<String> {
+        let (k, mut e) = (section, Vec::new());
+        if self.lr < 0.0 {
+            e.push(format!("{k}.lr must be >= 0"));
+        }
+        if self.adam_betas.iter().any(|b| !(0.0..1.0).contains(b)) {
+            e.push(format!("{k}.adam_betas must be in [0, 1)"));
+        }
+        if self.weight_decay < 0.0 || self.adam_eps <= 0.0 {
+            e.push(format!("{k}.weight_decay must be >= 0 and adam_eps > 0"));
+        }
+        if let Some(msg) = crate::optim::scheduler_error(&self.scheduler) {
+            e.push(format!("{k}.{msg}"));
+        }
+        e
+    }
+}
 
 impl SkyrlConfig {
     /// Fills keys whose defaults depend on other keys (skyrl's `__post_init__`s
@@ -330,18 +350,7 @@ impl SkyrlConfig {
                 &t.critic.optimizer_config,
             ),
         ] {
-            if o.lr < 0.0 {
-                e.push(format!("{k}.lr must be >= 0"));
-            }
-            if o.adam_betas.iter().any(|b| !(0.0..1.0).contains(b)) {
-                e.push(format!("{k}.adam_betas must be in [0, 1)"));
-            }
-            if o.weight_decay < 0.0 || o.adam_eps <= 0.0 {
-                e.push(format!("{k}.weight_decay must be >= 0 and adam_eps > 0"));
-            }
-            if let Some(msg) = crate::optim::scheduler_error(&o.scheduler) {
-                e.push(format!("{k}.{msg}"));
-            }
+            e.extend(o.problems(k));
         }
 
         // trainer bookkeeping

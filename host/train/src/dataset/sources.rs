@@ -87,6 +87,57 @@ impl DataSources {
         }
     }
 
+    /// The files of split `split` of `entry`, as `datasets.load_dataset`
+    /// picks a split: in a hub data set or a folder by the file and folder
+    /// names (files naming no known split are all `train`); a single file or
+    /// a glob is one `train` split. An entry naming another split is an error.
+    pub fn expand_split(&self, entry: &str, split: &str) -> Result<Vec<PathBuf>> {
+        let only_train = || -> Result<()> {
+            if split != "train" {
+                bail!(
+                    "`{entry}` is a file or glob, whose only split is `train` (as in \
+                     `datasets`), not `{split}`"
+                );
+            }
+            Ok(())
+        };
+        let with_split = |mut hub: HubDataset| -> Result<HubDataset> {
+            match &hub.split {
+                Some(s) if s != split => {
+                    bail!("`{entry}` names split `{s}`, but split `{split}` is asked for")
+                }
+                _ => hub.split = Some(split.to_string()),
+            }
+            Ok(hub)
+        };
+        if let Some(rest) = entry.strip_prefix("hf://datasets/") {
+            let hub = HubDataset::parse(rest, true).with_context(|| {
+                format!("`{entry}` is not hf://datasets/org/name[@revision][/folder][:split]")
+            })?;
+            return self.hub_files(entry, &with_split(hub)?);
+        }
+        if entry.contains(['*', '?', '[']) {
+            only_train()?;
+            return glob_files(entry);
+        }
+        let path = expand_home(entry);
+        if path.is_dir() {
+            let files = dir_files(&path)?;
+            return pick_split(entry, &path, &files, Some(split));
+        }
+        if path.exists() || has_data_extension(&path) || entry.ends_with(".json") {
+            only_train()?;
+            return Ok(vec![path]);
+        }
+        match HubDataset::parse(entry, false) {
+            Some(hub) => self.hub_files(entry, &with_split(hub)?),
+            None => {
+                only_train()?;
+                Ok(vec![path])
+            }
+        }
+    }
+
     fn hub_files(&self, entry: &str, hub: &HubDataset) -> Result<Vec<PathBuf>> {
         let snapshot = hub::resolve_in(&self.hub_cache, RepoType::Dataset, &hub.id)?;
         let root = snapshot.join(&hub.folder);
@@ -105,42 +156,7 @@ impl DataSources {
         if files.is_empty() {
             bail!("{entry}: no .parquet or .jsonl file in {}", root.display());
         }
-        let rel = |f: &Path| f.strip_prefix(&root).unwrap_or(f).to_path_buf();
-        let picked: Vec<PathBuf> = match &hub.split {
-            Some(split) => files
-                .iter()
-                .filter(|f| in_split(&rel(f.as_path()), split))
-                .cloned()
-                .collect(),
-            None => {
-                let seen: Vec<&str> = KNOWN_SPLITS
-                    .into_iter()
-                    .filter(|s| files.iter().any(|f| in_split(&rel(f.as_path()), s)))
-                    .collect();
-                if seen.len() > 1 {
-                    bail!(
-                        "{entry}: the data set has the splits {}; name one, e.g. `{entry}:{}`",
-                        seen.join(", "),
-                        seen[0]
-                    );
-                }
-                files.clone()
-            }
-        };
-        if picked.is_empty() {
-            let names: Vec<String> = files
-                .iter()
-                .map(|f| rel(f.as_path()).display().to_string())
-                .collect();
-            bail!(
-                "{entry}: no file of split `{}` in {} (a split's files have a folder or file \
-                 name that is the split or starts with it then `-`, `_`, `.` or a digit); \
-                 files: {}",
-                hub.split.as_deref().unwrap_or_default(),
-                root.display(),
-                names.join(", ")
-            );
-        }
+        let picked = pick_split(entry, &root, &files, hub.split.as_deref())?;
         tracing::info!(entry, files = picked.len(), dir = %root.display(), "resolved a Hugging Face data set");
         Ok(picked)
     }
@@ -183,6 +199,55 @@ impl HubDataset {
         let id = HubId::parse(&format!("{org}/{name_rev}"))?;
         Some(Self { id, folder, split })
     }
+}
+
+/// The files of `split` among `files` (under `root`); without a split, all of
+/// them unless they name two or more well-known splits. Files that name no
+/// well-known split are all `train` (as `datasets` does).
+fn pick_split(
+    entry: &str,
+    root: &Path,
+    files: &[PathBuf],
+    split: Option<&str>,
+) -> Result<Vec<PathBuf>> {
+    let rel = |f: &Path| f.strip_prefix(root).unwrap_or(f).to_path_buf();
+    let seen: Vec<&str> = KNOWN_SPLITS
+        .into_iter()
+        .filter(|s| files.iter().any(|f| in_split(&rel(f.as_path()), s)))
+        .collect();
+    let picked: Vec<PathBuf> = match split {
+        Some("train") if seen.is_empty() => files.to_vec(),
+        Some(split) => files
+            .iter()
+            .filter(|f| in_split(&rel(f.as_path()), split))
+            .cloned()
+            .collect(),
+        None => {
+            if seen.len() > 1 {
+                bail!(
+                    "{entry}: the data set has the splits {}; name one, e.g. `{entry}:{}`",
+                    seen.join(", "),
+                    seen[0]
+                );
+            }
+            files.to_vec()
+        }
+    };
+    if picked.is_empty() {
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| rel(f.as_path()).display().to_string())
+            .collect();
+        bail!(
+            "{entry}: no file of split `{}` in {} (a split's files have a folder or file \
+             name that is the split or starts with it then `-`, `_`, `.` or a digit); \
+             files: {}",
+            split.unwrap_or_default(),
+            root.display(),
+            names.join(", ")
+        );
+    }
+    Ok(picked)
 }
 
 /// Whether `rel` (a path inside a data set) belongs to `split`.

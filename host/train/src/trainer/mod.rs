@@ -33,13 +33,13 @@ use skyrl_rollout::{step_wise, Generator, GeneratorOutput, PluginSet};
 
 use crate::algorithms::{AdvantageEstimatorRegistry, KlController};
 use crate::batch::{pad_id, TrainingBatch};
-use crate::checkpoint::{self, CheckpointData, TrainerState};
+use crate::checkpoint::TrainerState;
 use crate::config::SkyrlConfig;
 use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
 use crate::dist::Dist;
 use crate::metrics::StepMetrics;
 use crate::workers::{
-    CriticSettings, CriticWorker, OptimizerState, PolicyWorker, PpoBatch, PpoSettings, RefWorker,
+    CriticSettings, CriticWorker, PolicyWorker, PpoBatch, PpoSettings, RefWorker,
 };
 use advantages::{apply_output_filters, compute_advantages, AdvantageJob, RankRows, StepRows};
 use dynamic_sampling::{DynamicSampler, Sampled};
@@ -397,58 +397,33 @@ impl Trainer {
     /// weights, the trainer state and a whole optimizer state; with a sharded
     /// optimizer every rank writes its shard into the same staging directory.
     pub fn save_checkpoint(&self, metrics: &StepMetrics) -> Result<PathBuf> {
-        let root = self.ckpt_root();
-        let step = self.global_step;
-        let staging = checkpoint::staging_dir(&root, step);
-        if self.dist.is_main() {
-            checkpoint::prepare_staging(&root, step)?;
-        }
-        self.dist.barrier()?;
-        let (model, optimizer) = self.policy.checkpoint_state();
-        let full = match optimizer {
-            OptimizerState::Full(state) => state,
-            OptimizerState::Shard { layout, shard } => {
-                checkpoint::write_optimizer_shard(&staging, self.dist.rank(), &layout, &shard)?;
-                Vec::new()
-            }
+        let state = TrainerState {
+            global_step: self.global_step,
+            data_position: self.trained_pos,
+            seed: self.cfg.trainer.seed,
+            kl_ctrl_value: self.kl_ctrl.as_ref().map(KlController::value),
+            metrics: metrics.clone(),
+            extra: serde_json::to_value(&self.cfg)?,
         };
-        self.dist.barrier()?;
-        if self.dist.is_main() {
-            let state = TrainerState {
-                global_step: step,
-                data_position: self.trained_pos,
-                seed: self.cfg.trainer.seed,
-                kl_ctrl_value: self.kl_ctrl.as_ref().map(KlController::value),
-                metrics: metrics.clone(),
-                extra: serde_json::to_value(&self.cfg)?,
-            };
-            // An updated reference (`update_ref_every_epoch`) is no longer
-            // the initial model: it goes into the checkpoint.
-            let reference = match (&self.reference, self.cfg.trainer.update_ref_every_epoch) {
-                (Some(r), true) => Some(r.weights()),
-                _ => None,
-            };
-            let critic = self.critic.as_ref().map(CriticWorker::checkpoint_state);
-            let mut extra: Vec<(&str, &[(String, tch::Tensor)])> = reference
-                .as_deref()
-                .map(|w| (REF_GROUP, w))
-                .into_iter()
-                .collect();
-            if let Some((w, o)) = &critic {
-                extra.push((CRITIC_GROUP, w));
-                extra.push((CRITIC_OPTIMIZER_GROUP, o));
-            }
-            let data = CheckpointData {
-                model: &model,
-                optimizer: &full,
-                extra: &extra,
-                state: &state,
-            };
-            checkpoint::write_staged(&staging, &data)?;
-            checkpoint::commit_staged(&root, &staging, step, self.cfg.trainer.max_ckpts_to_keep)?;
+        // An updated reference (`update_ref_every_epoch`) is no longer
+        // the initial model: it goes into the checkpoint.
+        let reference = match (&self.reference, self.cfg.trainer.update_ref_every_epoch) {
+            (Some(r), true) => Some(r.weights()),
+            _ => None,
+        };
+        let critic = self.critic.as_ref().map(CriticWorker::checkpoint_state);
+        let mut extra: Vec<(&str, &[(String, tch::Tensor)])> = reference
+            .as_deref()
+            .map(|w| (REF_GROUP, w))
+            .into_iter()
+            .collect();
+        if let Some((w, o)) = &critic {
+            extra.push((CRITIC_GROUP, w));
+            extra.push((CRITIC_OPTIMIZER_GROUP, o));
         }
-        self.dist.barrier()?;
-        Ok(checkpoint::step_dir(&root, step))
+        let keep = self.cfg.trainer.max_ckpts_to_keep;
+        self.policy
+            .save_checkpoint(&self.ckpt_root(), &state, &extra, keep)
     }
 }
 

@@ -15,5 +15,6 @@ pub use critic::{CriticReport, CriticSettings, CriticWorker};
 pub use memory::MemoryPlan;
 pub use policy::{
     MemoryReport, OptimizerState, PolicySettings, PolicyWorker, PpoBatch, PpoReport, PpoSettings,
+    SftStepReport,
 };
 pub use reference::RefWorker;

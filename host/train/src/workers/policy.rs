@@ -31,6 +31,10 @@ use crate::optim::flat::FlatLayout;
 use crate::optim::sharded::ShardedAdamW;
 use crate::optim::AdamW;
 
+mod checkpoint;
+mod sft;
+pub use sft::SftStepReport;
+
 /// Elements per gradient all-reduce bucket (`ddp`): 25M, PyTorch DDP's 25 MiB
 /// default is in bytes; this is the fp32 count of 100 MB.
 const BUCKET_ELEMENTS: i64 = 25 << 20;
