@@ -70,9 +70,24 @@ fn config(dir: &Path, extra: &[&str]) -> SkyrlConfig {
 /// Model init draws from libtorch's global RNG; tests run in parallel, so
 /// trainers are built one at a time to keep each seeded init reproducible.
 fn trainer(cfg: SkyrlConfig) -> Trainer {
+    trainer_with(cfg, envs())
+}
+
+/// [`trainer`] with other plugins.
+fn trainer_with(cfg: SkyrlConfig, plugins: PluginSet) -> Trainer {
     static INIT: Mutex<()> = Mutex::new(());
     let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
-    Trainer::new(cfg, envs()).unwrap()
+    Trainer::new(cfg, plugins).unwrap()
+}
+
+/// The string_transform env plus the algorithm plugin `artifacts/plugins/<file>.wasm` as `name`.
+fn envs_with_algorithm(name: &str, file: &str) -> PluginSet {
+    let wasm = repo().join(format!("artifacts/plugins/{file}.wasm"));
+    let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &wasm)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-plugins)", wasm.display()));
+    let mut plugins = envs();
+    plugins.insert_algorithm(name, plugin);
+    plugins
 }
 
 fn params(trainer: &Trainer) -> Vec<(String, Tensor)> {
@@ -429,11 +444,7 @@ fn step_wise_trajectories_train_one_sample_per_turn() {
             "trainer.ckpt_interval=-1",
         ],
     );
-    let mut t = {
-        static INIT: Mutex<()> = Mutex::new(());
-        let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
-        Trainer::new(cfg, envs).unwrap()
-    };
+    let mut t = trainer_with(cfg, envs);
     let s = t
         .run(&TrainOptions {
             max_steps: Some(1),
@@ -454,11 +465,7 @@ fn with_generator(envs: &mut PluginSet, name: &str) {
 }
 
 fn one_step(cfg: SkyrlConfig, envs: PluginSet) -> skyrl_train::trainer::RunSummary {
-    static INIT: Mutex<()> = Mutex::new(());
-    let mut t = {
-        let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
-        Trainer::new(cfg, envs).unwrap()
-    };
+    let mut t = trainer_with(cfg, envs);
     t.run(&TrainOptions {
         max_steps: Some(1),
         ..Default::default()
@@ -814,15 +821,7 @@ fn a_failing_algorithm_plugin_ends_the_run_with_its_last_checkpoint_intact() {
             "trainer.algorithm.plugin_options={bad: {mode: trap, fail_after: 4}}",
         ],
     );
-    let wasm = repo().join("artifacts/plugins/bad_algorithm.wasm");
-    let bad = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).expect("bad_algorithm.wasm");
-    let mut plugins = envs();
-    plugins.insert_algorithm("bad", bad);
-    let mut t = {
-        static INIT: Mutex<()> = Mutex::new(());
-        let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
-        Trainer::new(cfg, plugins).unwrap()
-    };
+    let mut t = trainer_with(cfg, envs_with_algorithm("bad", "bad_algorithm"));
     let err = t
         .run(&TrainOptions {
             progress: false,
@@ -858,15 +857,7 @@ fn an_algorithm_plugin_estimator_gets_a_critic_when_its_model_is_set() {
             "trainer.eval_interval=-1",
         ],
     );
-    let wasm = repo().join("artifacts/plugins/ppo_algorithms.wasm");
-    let rs = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).expect("ppo_algorithms.wasm");
-    let mut plugins = envs();
-    plugins.insert_algorithm("rs", rs);
-    let mut t = {
-        static INIT: Mutex<()> = Mutex::new(());
-        let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
-        Trainer::new(cfg, plugins).unwrap()
-    };
+    let mut t = trainer_with(cfg, envs_with_algorithm("rs", "ppo_algorithms"));
     let run = t
         .run(&TrainOptions {
             progress: false,

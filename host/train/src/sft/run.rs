@@ -210,14 +210,9 @@ impl SftTrainer {
             m.insert(k.to_string(), v);
         }
         if self.cfg.enable_ray_gpu_monitor {
-            let mib = |b: i64| b as f64 / (1u64 << 20) as f64;
-            let now = self.policy.memory();
-            m.insert("memory/parameters_mib".into(), mib(now.parameters));
-            m.insert(
-                "memory/gradients_peak_mib".into(),
-                mib(r.peak_gradient_bytes),
-            );
-            m.insert("memory/optimizer_mib".into(), mib(now.optimizer));
+            for (k, v) in self.policy.memory().step_metrics_mib(r.peak_gradient_bytes) {
+                m.insert(k.into(), v);
+            }
         }
         Ok(m)
     }

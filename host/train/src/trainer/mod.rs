@@ -363,15 +363,14 @@ impl Trainer {
     /// This rank's training-state memory, in MiB: parameters, gradients
     /// (most held during the step, and between steps) and optimizer state.
     fn memory_metrics(&self, update: &crate::workers::PpoReport, m: &mut StepMetrics) {
-        let mib = |b: i64| b as f64 / (1u64 << 20) as f64;
         let now = self.policy.memory();
-        m.insert("memory/parameters_mib".into(), mib(now.parameters));
+        for (k, v) in now.step_metrics_mib(update.peak_gradient_bytes) {
+            m.insert(k.into(), v);
+        }
         m.insert(
-            "memory/gradients_peak_mib".into(),
-            mib(update.peak_gradient_bytes),
+            "memory/gradients_at_rest_mib".into(),
+            now.gradients_at_rest_mib(),
         );
-        m.insert("memory/gradients_at_rest_mib".into(), mib(now.gradients));
-        m.insert("memory/optimizer_mib".into(), mib(now.optimizer));
     }
 
     /// Syncs weights after a step and records the sync metrics.

@@ -77,6 +77,27 @@ pub struct MemoryReport {
     pub optimizer: i64,
 }
 
+impl MemoryReport {
+    /// The step metrics `memory/parameters_mib`, `memory/gradients_peak_mib`
+    /// (from the step's `peak_gradient_bytes`) and `memory/optimizer_mib`.
+    pub fn step_metrics_mib(&self, peak_gradient_bytes: i64) -> [(&'static str, f64); 3] {
+        [
+            ("memory/parameters_mib", mib(self.parameters)),
+            ("memory/gradients_peak_mib", mib(peak_gradient_bytes)),
+            ("memory/optimizer_mib", mib(self.optimizer)),
+        ]
+    }
+
+    /// Gradient buffers held now, in MiB (`memory/gradients_at_rest_mib`).
+    pub fn gradients_at_rest_mib(&self) -> f64 {
+        mib(self.gradients)
+    }
+}
+
+fn mib(bytes: i64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
 /// What one PPO update trains on (all `[N, R]`, rows as in `batch`).
 pub struct PpoBatch<'a> {
     pub batch: &'a TrainingBatch,
