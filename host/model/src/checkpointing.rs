@@ -8,8 +8,8 @@
 //! back-propagates the gradient that arrived at its output, and hands the
 //! gradient at its input to the layer below, down to the embedding. Weight
 //! gradients accumulate as in a plain backward; at most one layer's
-//! activations are alive at a time. The model has no dropout, so the
-//! recomputation is exact.
+//! activations are alive at a time. The recomputation is exact as long as
+//! nothing is random: LoRA dropout must be off (the trainer refuses both).
 
 use tch::nn::Module;
 use tch::Tensor;
@@ -89,8 +89,11 @@ impl LayerCheckpoints<'_> {
                 return Ok(());
             }
         }
-        let embedded = Tensor::embedding(&model.embed_tokens, &self.ids, -1, false, false);
-        (embedded * &grad).sum(y_kind(&grad)).backward();
+        if model.embed_tokens.requires_grad() {
+            // Frozen (LoRA) embeddings take no gradient.
+            let embedded = Tensor::embedding(&model.embed_tokens, &self.ids, -1, false, false);
+            (embedded * &grad).sum(y_kind(&grad)).backward();
+        }
         Ok(())
     }
 }

@@ -25,6 +25,9 @@ pub enum ModelError {
     /// Bad arguments to a model call (empty prompt, id out of range, ...).
     #[error("invalid input: {0}")]
     Input(String),
+    /// A LoRA spec or adapter is unusable (bad rank, a target that matches nothing, ...).
+    #[error("LoRA: {0}")]
+    Lora(String),
     /// libtorch reported an error.
     #[error("torch: {0}")]
     Torch(#[from] tch::TchError),

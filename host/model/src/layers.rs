@@ -5,6 +5,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::kv_cache::LayerKv;
+use crate::lora::{LinearSite, LoraAdapter};
 use crate::rope::apply_rotary;
 
 /// Root-mean-square layer norm computed in fp32 (as in `transformers`).
@@ -32,28 +33,70 @@ impl Module for RmsNorm {
     }
 }
 
-fn linear(p: nn::Path, input: i64, output: i64, bias: bool) -> nn::Linear {
-    let config = nn::LinearConfig {
-        ws_init: nn::Init::Randn {
-            mean: 0.0,
-            stdev: 0.02,
-        },
-        bs_init: if bias {
-            Some(nn::Init::Const(0.0))
-        } else {
-            None
-        },
-        bias,
-    };
-    nn::linear(p, input, output, config)
+/// A linear layer with HF-style init, optionally adapted by LoRA.
+#[derive(Debug)]
+pub struct Projection {
+    linear: nn::Linear,
+    lora: Option<LoraAdapter>,
+}
+
+impl Projection {
+    fn new(p: nn::Path, input: i64, output: i64, bias: bool) -> Self {
+        let config = nn::LinearConfig {
+            ws_init: nn::Init::Randn {
+                mean: 0.0,
+                stdev: 0.02,
+            },
+            bs_init: if bias {
+                Some(nn::Init::Const(0.0))
+            } else {
+                None
+            },
+            bias,
+        };
+        Projection {
+            linear: nn::linear(p, input, output, config),
+            lora: None,
+        }
+    }
+
+    /// The weight `[out, in]`.
+    pub fn weight(&self) -> &Tensor {
+        &self.linear.ws
+    }
+
+    /// The adapter, when LoRA adapts this layer.
+    pub fn lora(&self) -> Option<&LoraAdapter> {
+        self.lora.as_ref()
+    }
+
+    fn site(&mut self, name: String) -> LinearSite<'_> {
+        let size = self.linear.ws.size();
+        LinearSite {
+            name,
+            in_features: size[1],
+            out_features: size[0],
+            slot: &mut self.lora,
+        }
+    }
+}
+
+impl Module for Projection {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let y = self.linear.forward(x);
+        match &self.lora {
+            Some(lora) => y + lora.delta(x),
+            None => y,
+        }
+    }
 }
 
 /// `down(silu(gate(x)) * up(x))`.
 #[derive(Debug)]
 pub struct Mlp {
-    gate_proj: nn::Linear,
-    up_proj: nn::Linear,
-    down_proj: nn::Linear,
+    gate_proj: Projection,
+    up_proj: Projection,
+    down_proj: Projection,
 }
 
 impl Mlp {
@@ -62,9 +105,9 @@ impl Mlp {
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let bias = config.mlp_bias.unwrap_or(false);
         Mlp {
-            gate_proj: linear(&p / "gate_proj", h, i, bias),
-            up_proj: linear(&p / "up_proj", h, i, bias),
-            down_proj: linear(&p / "down_proj", i, h, bias),
+            gate_proj: Projection::new(&p / "gate_proj", h, i, bias),
+            up_proj: Projection::new(&p / "up_proj", h, i, bias),
+            down_proj: Projection::new(&p / "down_proj", i, h, bias),
         }
     }
 }
@@ -79,10 +122,10 @@ impl Module for Mlp {
 /// Multi-head attention with grouped key/value heads and rotary embeddings.
 #[derive(Debug)]
 pub struct Attention {
-    q_proj: nn::Linear,
-    k_proj: nn::Linear,
-    v_proj: nn::Linear,
-    o_proj: nn::Linear,
+    q_proj: Projection,
+    k_proj: Projection,
+    v_proj: Projection,
+    o_proj: Projection,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
     num_heads: i64,
@@ -109,10 +152,10 @@ impl Attention {
             (None, None)
         };
         Attention {
-            q_proj: linear(&p / "q_proj", h, nh * hd, qkv_bias),
-            k_proj: linear(&p / "k_proj", h, nkv * hd, qkv_bias),
-            v_proj: linear(&p / "v_proj", h, nkv * hd, qkv_bias),
-            o_proj: linear(&p / "o_proj", nh * hd, h, config.o_bias()),
+            q_proj: Projection::new(&p / "q_proj", h, nh * hd, qkv_bias),
+            k_proj: Projection::new(&p / "k_proj", h, nkv * hd, qkv_bias),
+            v_proj: Projection::new(&p / "v_proj", h, nkv * hd, qkv_bias),
+            o_proj: Projection::new(&p / "o_proj", nh * hd, h, config.o_bias()),
             q_norm,
             k_norm,
             num_heads: nh,
@@ -132,7 +175,7 @@ impl Attention {
         cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let (b, t) = (x.size()[0], x.size()[1]);
-        let heads = |proj: &nn::Linear, n: i64, norm: &Option<RmsNorm>| {
+        let heads = |proj: &Projection, n: i64, norm: &Option<RmsNorm>| {
             let y = proj.forward(x).view([b, t, n, self.head_dim]);
             let y = match norm {
                 Some(norm) => norm.forward(&y),
@@ -201,6 +244,36 @@ impl DecoderLayer {
             post_attention_layernorm: RmsNorm::new(&p / "post_attention_layernorm", h, eps),
             mlp: Mlp::new(&p / "mlp", config),
         }
+    }
+
+    /// The linear layers LoRA may adapt, named under `prefix`
+    /// (`model.layers.<i>`) as in the Hugging Face model.
+    pub fn linear_sites(&mut self, prefix: &str) -> Vec<LinearSite<'_>> {
+        let a = &mut self.self_attn;
+        let m = &mut self.mlp;
+        vec![
+            a.q_proj.site(format!("{prefix}.self_attn.q_proj")),
+            a.k_proj.site(format!("{prefix}.self_attn.k_proj")),
+            a.v_proj.site(format!("{prefix}.self_attn.v_proj")),
+            a.o_proj.site(format!("{prefix}.self_attn.o_proj")),
+            m.gate_proj.site(format!("{prefix}.mlp.gate_proj")),
+            m.up_proj.site(format!("{prefix}.mlp.up_proj")),
+            m.down_proj.site(format!("{prefix}.mlp.down_proj")),
+        ]
+    }
+
+    /// `(module name, projection)` of the linear layers, as [`DecoderLayer::linear_sites`] names them.
+    pub fn projections(&self, prefix: &str) -> Vec<(String, &Projection)> {
+        let (a, m) = (&self.self_attn, &self.mlp);
+        vec![
+            (format!("{prefix}.self_attn.q_proj"), &a.q_proj),
+            (format!("{prefix}.self_attn.k_proj"), &a.k_proj),
+            (format!("{prefix}.self_attn.v_proj"), &a.v_proj),
+            (format!("{prefix}.self_attn.o_proj"), &a.o_proj),
+            (format!("{prefix}.mlp.gate_proj"), &m.gate_proj),
+            (format!("{prefix}.mlp.up_proj"), &m.up_proj),
+            (format!("{prefix}.mlp.down_proj"), &m.down_proj),
+        ]
     }
 
     /// See [`Attention::forward`] for shapes.

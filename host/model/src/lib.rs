@@ -24,6 +24,7 @@ pub mod error;
 pub mod hub;
 pub mod kv_cache;
 pub mod layers;
+pub mod lora;
 pub mod model;
 pub mod paged;
 pub mod rope;
@@ -44,6 +45,7 @@ pub use engine::{
 };
 pub use error::{ModelError, Result};
 pub use hub::{resolve_model, HubError, HubId, RepoType};
+pub use lora::{LoraInit, LoraSpec, LoraState, ModuleSelector};
 pub use model::{CausalLm, LoadOptions, LogprobOptions, TokenLogprobs};
 pub use paged::EngineStats;
 pub use sampling::{
@@ -73,11 +75,19 @@ pub fn load_pretrained(
     ))
 }
 
+/// Directory of the PEFT adapter inside a checkpoint of a LoRA model (skyrl-train's name).
+pub const LORA_ADAPTER_DIR: &str = "lora_adapter";
+
 /// Saves model weights + config and the tokenizer files into `dir` in one atomic
-/// replace (a complete Hugging Face checkpoint directory).
+/// replace (a complete Hugging Face checkpoint directory). With LoRA the
+/// weights are merged, and the adapter alone is saved in PEFT's format under
+/// [`LORA_ADAPTER_DIR`].
 pub fn save_checkpoint(model: &CausalLm, tokenizer: Option<&Tokenizer>, dir: &Path) -> Result<()> {
     atomic_dir::write_dir_atomically(dir, |tmp| {
         model.write_into(tmp, weights::DEFAULT_MAX_SHARD_BYTES)?;
+        if let Some(lora) = model.lora() {
+            lora.save_peft(&tmp.join(LORA_ADAPTER_DIR))?;
+        }
         match tokenizer {
             Some(t) => t.save(tmp),
             None => Ok(()),

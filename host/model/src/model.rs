@@ -11,6 +11,7 @@ use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvStore;
 use crate::layers::{DecoderLayer, RmsNorm};
+use crate::lora::{LoraSpec, LoraState};
 use crate::rope::{RopeScaling, Rotary};
 use crate::weights::{self, torch_dtype_name};
 
@@ -70,6 +71,7 @@ pub struct CausalLm {
     pub(crate) norm: RmsNorm,
     lm_head: Tensor,
     pub(crate) rotary: Rotary,
+    lora: Option<LoraState>,
 }
 
 const LM_HEAD: &str = "lm_head.weight";
@@ -118,6 +120,7 @@ impl CausalLm {
             norm,
             lm_head,
             rotary,
+            lora: None,
         })
     }
 
@@ -174,9 +177,7 @@ impl CausalLm {
         config.torch_dtype = Some(torch_dtype_name(self.kind()).to_string());
         config.architectures = vec![config.arch()?.hf_class().to_string()];
         config.save(dir)?;
-        let mut named: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
-        named.sort_by(|a, b| a.0.cmp(&b.0));
-        weights::write_weights(dir, &named, max_shard_bytes)
+        weights::write_weights(dir, &self.merged_parameters(), max_shard_bytes)
     }
 
     /// The model config.
@@ -222,10 +223,17 @@ impl CausalLm {
     }
 
     /// Copies every weight of `other` (same architecture and shapes) into this model,
-    /// across devices and dtypes. Used for reference models and inference copies.
+    /// across devices and dtypes; LoRA adapters of `other` are merged in. Used
+    /// for reference models and inference copies.
     pub fn copy_weights_from(&mut self, other: &CausalLm) -> Result<()> {
+        if self.lora.is_some() {
+            return Err(ModelError::Weights(
+                "cannot copy weights into a model with LoRA adapters".into(),
+            ));
+        }
         let mine = self.vs.variables();
-        let theirs = other.vs.variables();
+        let theirs: std::collections::HashMap<String, Tensor> =
+            other.merged_parameters().into_iter().collect();
         if mine.len() != theirs.len() {
             return Err(ModelError::Weights(format!(
                 "cannot copy weights: {} tensors vs {}",
@@ -256,6 +264,94 @@ impl CausalLm {
         let mut copy = CausalLm::new(self.config.clone(), options)?;
         copy.copy_weights_from(self)?;
         Ok(copy)
+    }
+
+    /// Puts LoRA adapters on the linear layers `spec` selects and freezes
+    /// every base weight: from now on only the adapters are trainable
+    /// ([`CausalLm::trainable_parameters`]), and exports, weight copies and
+    /// [`CausalLm::merged_parameters`] carry `W + (alpha/r) B A`.
+    pub fn attach_lora(&mut self, spec: LoraSpec) -> Result<()> {
+        if self.lora.is_some() {
+            return Err(ModelError::Lora("the model already has adapters".into()));
+        }
+        let (device, kind) = (self.device(), self.kind());
+        let mut all_modules: Vec<String> = vec!["model.embed_tokens".into(), "lm_head".into()];
+        let mut sites = Vec::new();
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let layer_sites = layer.linear_sites(&format!("model.layers.{i}"));
+            all_modules.extend(layer_sites.iter().map(|s| s.name.clone()));
+            sites.extend(layer_sites);
+        }
+        let state = LoraState::attach(spec, sites, &all_modules, device, kind)?;
+        self.vs.freeze();
+        debug!(
+            modules = state.modules().len(),
+            params = state
+                .parameters()
+                .iter()
+                .map(|(_, t)| t.numel())
+                .sum::<usize>(),
+            "attached LoRA adapters"
+        );
+        self.lora = Some(state);
+        Ok(())
+    }
+
+    /// Attaches the PEFT adapter saved in `dir` (`adapter_config.json` +
+    /// `adapter_model.safetensors`, as PEFT or [`LoraState::save_peft`] write it).
+    pub fn load_lora_adapter(&mut self, dir: &Path) -> Result<()> {
+        let (spec, tensors) = crate::lora::read_peft_adapter(dir)?;
+        self.attach_lora(spec)?;
+        self.lora
+            .as_ref()
+            .expect("just attached")
+            .load_tensors(tensors)
+    }
+
+    /// The LoRA adapters, when attached.
+    pub fn lora(&self) -> Option<&LoraState> {
+        self.lora.as_ref()
+    }
+
+    /// LoRA dropout on (a training forward) or off; without adapters the
+    /// model has no dropout and this does nothing.
+    pub fn set_training(&self, on: bool) {
+        if let Some(lora) = &self.lora {
+            lora.set_training(on);
+        }
+    }
+
+    /// What an optimizer trains: the adapters (PEFT key names) with LoRA,
+    /// otherwise every weight ([`CausalLm::named_parameters`]).
+    pub fn trainable_parameters(&self) -> Vec<(String, Tensor)> {
+        match &self.lora {
+            Some(lora) => lora.parameters(),
+            None => self.named_parameters(),
+        }
+    }
+
+    /// The weights an inference engine or an export gets, sorted by HF name:
+    /// [`CausalLm::named_parameters`] with every adapted layer's weight
+    /// replaced by the merged `W + (alpha/r) B A` (fresh tensors).
+    pub fn merged_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut named = self.named_parameters();
+        if self.lora.is_none() {
+            return named;
+        }
+        let mut merged = std::collections::HashMap::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            for (name, proj) in layer.projections(&format!("model.layers.{i}")) {
+                if let Some(adapter) = proj.lora() {
+                    merged.insert(format!("{name}.weight"), adapter.merge(proj.weight()));
+                }
+            }
+        }
+        for (name, t) in named.iter_mut() {
+            if let Some(m) = merged.remove(name) {
+                *t = m;
+            }
+        }
+        named
     }
 
     /// Hidden states `[B, T, H]` after the final norm.

@@ -80,7 +80,7 @@ pub fn kind_from_torch_dtype(name: &str) -> Result<Kind, ModelError> {
     }
 }
 
-fn read_file(path: &Path, out: &mut Vec<(String, Tensor)>) -> Result<(), ModelError> {
+pub(crate) fn read_file(path: &Path, out: &mut Vec<(String, Tensor)>) -> Result<(), ModelError> {
     let file = std::fs::File::open(path).map_err(|e| ModelError::io(path, e))?;
     // SAFETY: the file is opened read-only and only read while the map is alive;
     // checkpoints are not expected to be modified concurrently.
@@ -166,7 +166,7 @@ impl View for CpuView {
     }
 }
 
-fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<(), ModelError> {
+pub(crate) fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<(), ModelError> {
     let views = tensors
         .iter()
         .map(|(name, t)| Ok((name.clone(), CpuView::new(t)?)))

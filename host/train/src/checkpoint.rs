@@ -2,7 +2,8 @@
 //!
 //! Layout under `trainer.ckpt_path`:
 //! ```text
-//! global_step_<N>/model.safetensors       policy weights
+//! global_step_<N>/model.safetensors       policy weights (its LoRA adapters, with LoRA)
+//! global_step_<N>/lora_adapter/           with LoRA: the adapter in PEFT's format
 //! global_step_<N>/optimizer.safetensors   AdamW moments (+ fp32 master weights) + step
 //! global_step_<N>/optimizer/layout.json   or, sharded (`fsdp`): the flat layout and world size,
 //! global_step_<N>/optimizer/rank<R>.safetensors   and each rank's shard of master/moments

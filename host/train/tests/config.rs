@@ -330,3 +330,80 @@ fn skyrl_0_3_0_algorithm_keys_are_validated_by_name() {
     assert_eq!(c.trainer.algorithm.dppo.dppo_type, "binary_kl");
     assert_eq!(c.trainer.algorithm.loss_reduction, "prompt_mean");
 }
+
+#[test]
+fn lora_keys_load_as_skyrl_writes_them_and_bad_ones_are_refused_by_name() {
+    use skyrl_train::config::ModuleNames;
+    let c = load_config_str(
+        "trainer:\n  policy:\n    model:\n      lora: {rank: 8, alpha: 32, target_modules: [q_proj, v_proj]}\n",
+        "<yaml>",
+        &ov(&["trainer.policy.model.lora.exclude_modules=.*\\.0\\..*"]),
+    )
+    .unwrap();
+    let lora = &c.trainer.policy.model.lora;
+    assert_eq!((lora.rank, lora.alpha), (8, 32.0));
+    assert_eq!(
+        lora.target_modules,
+        ModuleNames::Many(vec!["q_proj".into(), "v_proj".into()])
+    );
+    // Only the lora keys were given: the policy keeps skyrl's default model,
+    // and the reference (the base model) gets no adapters.
+    assert_eq!(
+        c.trainer.policy.model.path.as_deref(),
+        Some("Qwen/Qwen2.5-1.5B-Instruct")
+    );
+    assert_eq!(c.trainer.reference.model.lora.rank, 0);
+    let spec = lora.spec(Some("base"), 1).unwrap().unwrap();
+    assert_eq!(spec.scaling(), 4.0);
+
+    let refused = |args: &[&str], key: &str| {
+        let e = load_config_str("", "<test>", &ov(args))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key), "{args:?}: {e}");
+    };
+    refused(
+        &[
+            "trainer.policy.model.lora.rank=8",
+            "trainer.policy.model.lora.dropout=0.1",
+        ],
+        "trainer.policy.model.lora.dropout",
+    );
+    refused(
+        &[
+            "trainer.policy.model.lora.rank=8",
+            "trainer.policy.model.lora.init_method=pissa",
+        ],
+        "trainer.policy.model.lora.init_method",
+    );
+    refused(
+        &[
+            "trainer.policy.model.lora.rank=8",
+            "trainer.policy.model.lora.lora_sync_path=/x",
+        ],
+        "trainer.policy.model.lora.lora_sync_path",
+    );
+    refused(
+        &[
+            "trainer.policy.model.lora.rank=8",
+            "trainer.policy.model.lora.max_loras=4",
+        ],
+        "trainer.policy.model.lora.max_loras",
+    );
+    refused(&["trainer.ref.model.lora.rank=8"], "trainer.ref.model.lora");
+    refused(
+        &["trainer.critic.model.lora.rank=8"],
+        "trainer.critic.model.lora",
+    );
+    // Dropout is fine without recomputation.
+    load_config_str(
+        "",
+        "<test>",
+        &ov(&[
+            "trainer.policy.model.lora.rank=8",
+            "trainer.policy.model.lora.dropout=0.1",
+            "trainer.gradient_checkpointing=false",
+        ]),
+    )
+    .unwrap();
+}

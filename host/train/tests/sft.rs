@@ -123,7 +123,7 @@ fn unknown_and_unsupported_keys_are_refused_by_name() {
             "megatron_config.tensor_model_parallel_size",
         ),
         ("fsdp_config.cpu_offload=true", "fsdp_config.cpu_offload"),
-        ("model.lora.rank=8", "model.lora.rank"),
+        ("model.lora.init_method=pissa", "model.lora.init_method"),
         ("sequence_parallel_size=2", "sequence_parallel_size"),
         ("use_torch_compile=true", "use_torch_compile"),
         (
@@ -153,9 +153,9 @@ fn unknown_and_unsupported_keys_are_refused_by_name() {
         );
     }
     // Two at once: both reported.
-    let e = load(&["model.lora.rank=8", "record_memory=true"]).unwrap_err();
+    let e = load(&["fsdp_config.cpu_offload=true", "record_memory=true"]).unwrap_err();
     assert!(
-        e.contains("model.lora.rank") && e.contains("record_memory"),
+        e.contains("fsdp_config.cpu_offload") && e.contains("record_memory"),
         "{e}"
     );
     // skyrl 0.3.0's defaults of the same keys load.
@@ -513,6 +513,61 @@ fn the_loss_is_the_per_token_mean_over_the_batch() {
 
 /// A run stopped after 2 steps and resumed (`resume_from=latest`) ends with
 /// the weights and losses of an uninterrupted run.
+#[test]
+fn lora_sft_trains_only_the_adapters_and_exports_merged_weights_and_the_adapter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let data = tmp.path().join("uneven.jsonl");
+    write_jsonl(&data, &uneven_rows());
+    let dir = tmp.path().join("run");
+    let cfg = config(&run_args(
+        &dir,
+        &model,
+        &data,
+        &[
+            "batch_size=2",
+            "micro_train_batch_size_per_gpu=2",
+            "num_epochs=4",
+            "optimizer_config.lr=1e-2",
+            "model.lora.rank=4",
+            "model.lora.alpha=8",
+            "hf_save_interval=4",
+        ],
+    ));
+    let mut t = trainer(cfg);
+    let base = params(&t);
+    let summary = t.run(&SftOptions::default()).unwrap();
+    let losses = summary.losses();
+    assert!(
+        losses.last().unwrap() < &(losses[0] * 0.9),
+        "LoRA SFT did not lower the loss: {losses:?}"
+    );
+    assert_eq!(
+        max_param_diff(&base, &params(&t)),
+        0.0,
+        "base weights moved"
+    );
+    let adapters = t.model().trainable_parameters();
+    assert_eq!(
+        adapters.len(),
+        2 * 7 * 2,
+        "all-linear: 2 layers x 7 modules x (A, B)"
+    );
+    // The export is the merged model plus the adapter in PEFT's format.
+    let export = summary.last_export.clone().expect("exported at the end");
+    let merged = skyrl_model::CausalLm::from_pretrained(
+        &export,
+        &skyrl_model::LoadOptions {
+            device: tch::Device::Cpu,
+            kind: tch::Kind::Float,
+        },
+    )
+    .unwrap();
+    let want = t.model().merged_parameters();
+    assert!(max_param_diff(&merged.named_parameters(), &want) < 1e-6);
+    assert!(export.join("lora_adapter/adapter_config.json").is_file());
+}
+
 #[test]
 fn a_resumed_run_continues_the_same_run() {
     let tmp = tempfile::tempdir().unwrap();

@@ -877,3 +877,149 @@ fn an_algorithm_plugin_estimator_gets_a_critic_when_its_model_is_set() {
         .join("ckpts/global_step_1/extra/critic.safetensors")
         .is_file());
 }
+
+/// The local engine's weights after the last sync, by name.
+fn engine_weights(trainer: &Trainer) -> Vec<(String, Tensor)> {
+    match trainer.rollout_engine().backend() {
+        skyrl_inference::EngineBackend::Local(e) => e
+            .blocking_lock()
+            .model()
+            .named_parameters()
+            .into_iter()
+            .map(|(n, t)| (n, t.detach().copy()))
+            .collect(),
+        _ => panic!("the test runs the built-in engine"),
+    }
+}
+
+#[test]
+fn lora_trains_only_the_adapters_serves_merged_weights_and_resumes_exactly() {
+    let lora = [
+        "trainer.policy.model.lora.rank=4",
+        "trainer.policy.model.lora.alpha=8",
+        "trainer.policy.model.lora.target_modules=[q_proj,v_proj,up_proj]",
+        "trainer.policy.optimizer_config.lr=1e-2",
+        "trainer.eval_interval=-1",
+    ];
+    let opts = |n| TrainOptions {
+        progress: false,
+        max_steps: Some(n),
+        ..Default::default()
+    };
+    let full_dir = tempfile::tempdir().unwrap();
+    let mut full = trainer(config(full_dir.path(), &lora));
+    let base = params(&full);
+    let full_run = full.run(&opts(2)).unwrap();
+    // The base weights never move; the adapters do.
+    for ((name, before), (_, after)) in base.iter().zip(params(&full)) {
+        assert!(before.equal(&after), "base weight {name} changed");
+    }
+    let adapters = full.policy().trainable_parameters();
+    assert_eq!(adapters.len(), 2 * 3 * 2, "2 layers x 3 modules x (A, B)");
+    for (name, t) in adapters.iter().filter(|(n, _)| n.contains("lora_B")) {
+        assert!(
+            t.abs().max().double_value(&[]) > 0.0,
+            "{name} did not train"
+        );
+    }
+    // The engine serves W + (alpha/r) B A: the merged weights.
+    let merged = full.policy().merged_parameters();
+    let served = engine_weights(&full);
+    assert_eq!(merged.len(), served.len());
+    let mut changed = 0;
+    for ((n, m), (ns, s)) in merged.iter().zip(&served) {
+        assert_eq!(n, ns);
+        let d = (m - s).abs().max().double_value(&[]);
+        assert!(
+            d < 1e-6,
+            "engine weight {n} differs from the merged policy by {d}"
+        );
+        let base_w = &base.iter().find(|(b, _)| b == n).unwrap().1;
+        changed += usize::from(!base_w.equal(s));
+    }
+    assert_eq!(
+        changed,
+        2 * 3,
+        "only the adapted layers change in the engine"
+    );
+    // The optimizer holds state for the adapters only.
+    let last = full_run.steps.last().unwrap();
+    let adapter_mib =
+        adapters.iter().map(|(_, t)| t.numel()).sum::<usize>() as f64 * 4.0 / (1u64 << 20) as f64;
+    assert!(
+        last["memory/optimizer_mib"] <= 3.0 * adapter_mib + 1e-9,
+        "optimizer state {} MiB for {adapter_mib} MiB of adapters",
+        last["memory/optimizer_mib"]
+    );
+    // Checkpoints hold the adapter in PEFT's format.
+    let peft = full_dir.path().join("ckpts/global_step_2/lora_adapter");
+    let peft_config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(peft.join("adapter_config.json")).unwrap())
+            .unwrap();
+    assert_eq!(peft_config["r"], json!(4));
+    assert_eq!(peft_config["peft_type"], json!("LORA"));
+    assert_eq!(
+        peft_config["target_modules"],
+        json!(["q_proj", "up_proj", "v_proj"])
+    );
+    assert!(peft.join("adapter_model.safetensors").is_file());
+
+    // Stop after one step and resume: the second step is the same.
+    let dir = tempfile::tempdir().unwrap();
+    trainer(config(dir.path(), &lora)).run(&opts(1)).unwrap();
+    let mut resume = lora.to_vec();
+    resume.push("trainer.resume_mode=latest");
+    let mut resumed = trainer(config(dir.path(), &resume));
+    let resumed_run = resumed.run(&opts(1)).unwrap();
+    let (a, b) = (&full_run.steps[1], &resumed_run.steps[0]);
+    for k in ["loss", "grad_norm", "reward/mean"] {
+        assert!(
+            (a[k] - b[k]).abs() <= 1e-5 * a[k].abs().max(1.0),
+            "{k}: {} vs resumed {}",
+            a[k],
+            b[k]
+        );
+    }
+    for ((n, x), (_, y)) in adapters.iter().zip(resumed.policy().trainable_parameters()) {
+        let d = (x - y).abs().max().double_value(&[]);
+        assert!(d < 1e-5, "{n} differs by {d} after resume");
+    }
+
+    // Bad LoRA settings are refused before training.
+    let bad_dir = tempfile::tempdir().unwrap();
+    let mut bad = lora.to_vec();
+    bad.push("trainer.policy.model.lora.target_modules=[lm_head]");
+    let e = Trainer::new(config(bad_dir.path(), &bad), envs())
+        .err()
+        .expect("lm_head refused");
+    assert!(format!("{e:#}").contains("does not adapt"), "{e:#}");
+}
+
+#[test]
+fn gae_with_a_lora_critic_trains_its_adapters_and_value_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &[
+            "trainer.algorithm.advantage_estimator=gae",
+            "trainer.algorithm.use_kl_loss=false",
+            "trainer.critic.optimizer_config.lr=1e-3",
+            "trainer.critic.model.lora.rank=2",
+            "trainer.critic_mini_batch_size=2",
+            "trainer.policy.model.lora.rank=2",
+            "trainer.eval_interval=-1",
+        ],
+    );
+    let (_, run) = run_steps(cfg, 1);
+    let m = &run.steps[0];
+    assert!(m["critic/loss"].is_finite() && m["critic/grad_norm"] > 0.0);
+    let saved =
+        skyrl_train::checkpoint::load_checkpoint(&dir.path().join("ckpts/global_step_1")).unwrap();
+    let critic = &saved.extra["critic"];
+    assert!(critic.iter().any(|(n, _)| n == "value_head.weight"));
+    assert!(critic.iter().any(|(n, _)| n.ends_with("lora_A.weight")));
+    assert!(
+        !critic.iter().any(|(n, _)| n.starts_with("model.")),
+        "frozen backbone weights were checkpointed"
+    );
+}

@@ -28,10 +28,10 @@ pub struct NcclSender {
     group: Arc<Mutex<NcclGroup>>,
 }
 
-/// Parameters in a fixed (name) order, contiguous.
+/// Parameters in a fixed (name) order, contiguous; LoRA adapters merged in.
 fn ordered_params(policy: &CausalLm) -> Vec<(String, Tensor)> {
     policy
-        .named_parameters()
+        .merged_parameters()
         .into_iter()
         .map(|(n, t)| (n, t.detach().contiguous()))
         .collect()

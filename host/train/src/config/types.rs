@@ -214,6 +214,132 @@ pub struct ModelConfig {
     pub path: Option<String>,
     /// Random initialisation from an architecture spec instead of `path`.
     pub init: Option<TinyModelSpec>,
+    /// LoRA adapters (`rank` 0: full fine-tuning).
+    pub lora: LoraConfig,
+}
+
+/// `*.model.lora.*`: PEFT-style LoRA (skyrl's `SkyRLLoraConfig`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoraConfig {
+    /// Adapter rank; 0 trains every weight.
+    pub rank: usize,
+    pub alpha: f64,
+    pub dropout: f64,
+    /// skyrl hands adapters to vLLM through files here; engines here get
+    /// merged weights, so only the default is accepted.
+    pub lora_sync_path: String,
+    /// `all-linear`, a regex the whole module name matches, or a list of names.
+    pub target_modules: ModuleNames,
+    pub exclude_modules: Option<ModuleNames>,
+    /// `kaiming` (PEFT's default) or `gaussian`.
+    pub init_method: String,
+    /// vLLM multi-LoRA serving (only 1 / null: one adapter, merged).
+    pub max_loras: usize,
+    pub max_cpu_loras: Option<usize>,
+}
+
+/// skyrl's default `lora_sync_path`.
+pub const DEFAULT_LORA_SYNC_PATH: &str = "/tmp/skyrl_lora_sync";
+
+impl Default for LoraConfig {
+    fn default() -> Self {
+        Self {
+            rank: 0,
+            alpha: 16.0,
+            dropout: 0.0,
+            lora_sync_path: DEFAULT_LORA_SYNC_PATH.into(),
+            target_modules: ModuleNames::One("all-linear".into()),
+            exclude_modules: None,
+            init_method: "kaiming".into(),
+            max_loras: 1,
+            max_cpu_loras: None,
+        }
+    }
+}
+
+/// A module selector as PEFT takes it: one string (`all-linear` or a regex)
+/// or a list of names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ModuleNames {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl ModuleNames {
+    /// The model crate's selector.
+    pub fn selector(&self) -> skyrl_model::ModuleSelector {
+        use skyrl_model::ModuleSelector;
+        match self {
+            Self::One(s) if s == "all-linear" => ModuleSelector::AllLinear,
+            Self::One(s) => ModuleSelector::Regex(s.clone()),
+            Self::Many(v) => ModuleSelector::Names(v.clone()),
+        }
+    }
+}
+
+impl LoraConfig {
+    /// Whether adapters are trained instead of every weight.
+    pub fn enabled(&self) -> bool {
+        self.rank > 0
+    }
+
+    /// The adapters' spec for a model at `base` (written into the PEFT
+    /// config), drawn from `seed`; `None` without LoRA.
+    pub fn spec(
+        &self,
+        base: Option<&str>,
+        seed: u64,
+    ) -> anyhow::Result<Option<skyrl_model::LoraSpec>> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        Ok(Some(skyrl_model::LoraSpec {
+            rank: self.rank as i64,
+            alpha: self.alpha,
+            dropout: self.dropout,
+            target_modules: self.target_modules.selector(),
+            exclude_modules: self.exclude_modules.as_ref().map(ModuleNames::selector),
+            init: skyrl_model::LoraInit::parse(&self.init_method)?,
+            seed,
+            base_model_name_or_path: base.map(str::to_string),
+        }))
+    }
+
+    /// Problems with these keys under `section` (`trainer.policy.model.lora`),
+    /// whether or not LoRA is on (a bad value is a mistake either way).
+    pub fn problems(&self, section: &str) -> Vec<String> {
+        let mut e = Vec::new();
+        if !self.alpha.is_finite() || self.alpha <= 0.0 {
+            e.push(format!(
+                "{section}.alpha must be positive, got {}",
+                self.alpha
+            ));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            e.push(format!(
+                "{section}.dropout must be in [0, 1), got {}",
+                self.dropout
+            ));
+        }
+        if let Err(err) = skyrl_model::LoraInit::parse(&self.init_method) {
+            e.push(format!("{section}.init_method: {err}"));
+        }
+        if self.lora_sync_path != DEFAULT_LORA_SYNC_PATH {
+            e.push(format!(
+                "{section}.lora_sync_path is not used: inference engines receive the merged weights \
+                 (W + alpha/r·BA) through the weight sync, not adapter files; remove the key"
+            ));
+        }
+        if self.max_loras != 1 || self.max_cpu_loras.is_some() {
+            e.push(format!(
+                "{section}.max_loras / max_cpu_loras: multi-LoRA serving is not supported \
+                 (engines serve the one merged adapter); keep max_loras 1 and max_cpu_loras null"
+            ));
+        }
+        e
+    }
 }
 
 /// Architecture for a randomly initialised Qwen2-style model.
@@ -255,6 +381,9 @@ impl Default for TinyModelSpec {
     }
 }
 
+/// skyrl's default `trainer.policy.model.path`.
+pub const DEFAULT_POLICY_MODEL: &str = "Qwen/Qwen2.5-1.5B-Instruct";
+
 /// `trainer.policy.*`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -268,8 +397,8 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         Self {
             model: ModelConfig {
-                path: Some("Qwen/Qwen2.5-1.5B-Instruct".into()),
-                init: None,
+                path: Some(DEFAULT_POLICY_MODEL.into()),
+                ..ModelConfig::default()
             },
             optimizer_config: OptimizerConfig::default(),
             sequence_parallel_size: 1,

@@ -29,8 +29,14 @@ impl SkyrlConfig {
     pub fn resolve_defaults(&mut self) {
         let t = &mut self.trainer;
         let g = &mut self.generator;
+        // Setting only some policy model keys (`model.lora.rank`) keeps skyrl's default path.
+        if t.policy.model.path.is_none() && t.policy.model.init.is_none() {
+            t.policy.model.path = Some(super::DEFAULT_POLICY_MODEL.into());
+        }
         if t.reference.model.path.is_none() && t.reference.model.init.is_none() {
-            t.reference.model = t.policy.model.clone();
+            // The base model: the policy's LoRA adapters are not the reference's.
+            t.reference.model.path = t.policy.model.path.clone();
+            t.reference.model.init = t.policy.model.init.clone();
         }
         if g.max_input_length.is_none() {
             g.max_input_length = Some(t.max_prompt_length);
@@ -146,9 +152,6 @@ impl SkyrlConfig {
                 t.train_batch_size, t.critic_mini_batch_size
             ));
         }
-        if t.policy.model.path.is_none() && t.policy.model.init.is_none() {
-            e.push("trainer.policy.model: set `path` or `init`".into());
-        }
         if t.policy.model.path.is_some() && t.policy.model.init.is_some() {
             e.push("trainer.policy.model: set only one of `path` and `init`".into());
         }
@@ -206,6 +209,33 @@ impl SkyrlConfig {
                 "trainer.dist_timeout_s must be positive, got {}",
                 t.dist_timeout_s
             ));
+        }
+
+        // LoRA
+        e.extend(t.policy.model.lora.problems("trainer.policy.model.lora"));
+        e.extend(t.critic.model.lora.problems("trainer.critic.model.lora"));
+        if t.critic.model.lora.enabled() && !has_critic {
+            e.push("trainer.critic.model.lora is set but no critic is trained".into());
+        }
+        if t.reference.model.lora != super::LoraConfig::default() {
+            e.push(
+                "trainer.ref.model.lora: the reference is the frozen base model and takes no \
+                 adapters (with policy LoRA, the KL is measured against the base); remove the key"
+                    .into(),
+            );
+        }
+        for (section, lora) in [
+            ("trainer.policy.model.lora", &t.policy.model.lora),
+            ("trainer.critic.model.lora", &t.critic.model.lora),
+        ] {
+            if lora.enabled() && lora.dropout > 0.0 && t.gradient_checkpointing {
+                e.push(format!(
+                    "{section}.dropout ({}) with trainer.gradient_checkpointing=true: the recomputed \
+                     layers would draw other dropout masks than the forward; set dropout to 0 or \
+                     gradient_checkpointing to false",
+                    lora.dropout
+                ));
+            }
         }
 
         // algorithm

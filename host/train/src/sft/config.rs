@@ -135,7 +135,7 @@ impl Default for SftConfig {
         Self {
             model: ModelConfig {
                 path: Some("Qwen/Qwen3-0.6B".into()),
-                init: None,
+                ..ModelConfig::default()
             },
             optimizer_config: OptimizerConfig::default(),
             placement: SftPlacementConfig::default(),

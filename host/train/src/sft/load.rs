@@ -29,7 +29,11 @@ pub fn load_sft_config_str(
     refuse_epochs_and_steps(&tree)?;
     rename_sample_packing(&mut tree)?;
     take_unsupported(&mut tree)?;
-    let cfg: SftConfig = tree.deserialize()?;
+    let mut cfg: SftConfig = tree.deserialize()?;
+    if cfg.model.path.is_none() && cfg.model.init.is_none() {
+        // Only some model keys given (`model.lora.rank`): keep 0.3.0's default model.
+        cfg.model.path = SftConfig::default().model.path;
+    }
     cfg.validate().map_err(ConfigError::Invalid)?;
     Ok(cfg)
 }
@@ -103,6 +107,14 @@ impl SftConfig {
             _ => {}
         }
         e.extend(self.optimizer_config.problems("optimizer_config"));
+        e.extend(m.lora.problems("model.lora"));
+        if m.lora.enabled() && m.lora.dropout > 0.0 && self.gradient_checkpointing {
+            e.push(format!(
+                "model.lora.dropout ({}) with gradient_checkpointing=true: the recomputed layers \
+                 would draw other dropout masks; set dropout to 0 or gradient_checkpointing to false",
+                m.lora.dropout
+            ));
+        }
         for (k, v) in [
             ("batch_size", self.batch_size),
             (

@@ -117,6 +117,7 @@ impl SftTrainer {
             &cfg.optimizer_config,
             settings,
             dist.clone(),
+            cfg.model.lora.spec(cfg.model.path.as_deref(), cfg.seed)?,
         )?;
         let mut trainer = Self {
             cfg,

@@ -1,5 +1,5 @@
 //! The keys of skyrl 0.3.0's `SFTConfig` this trainer cannot honour (Megatron,
-//! FSDP knobs, LoRA, profilers, ...). Each is accepted when it holds 0.3.0's
+//! FSDP knobs, profilers, ...). Each is accepted when it holds 0.3.0's
 //! default, so a config written for 0.3.0 loads, and refused with an error
 //! naming it otherwise. They are taken out of the tree before it is turned
 //! into an [`super::SftConfig`], which therefore has no field for them; a key
@@ -12,7 +12,6 @@ use crate::config::{ConfigError, ConfigTree};
 const MEGATRON: &str = "strategy megatron is not supported (use fsdp or ddp)";
 const FSDP: &str = "the fsdp strategy here shards optimizer state and gradients over the ranks \
                     and has no FSDP options";
-const LORA: &str = "LoRA is not supported (full fine-tuning only)";
 const QAT: &str = "fake-INT4 QAT is not supported (Megatron only in skyrl 0.3.0)";
 const PROFILER: &str = "torch.profiler is not available";
 const LOADER: &str = "batches are collated in the training process (no loader workers)";
@@ -126,15 +125,6 @@ const KEYS: &[(&str, &str, &str)] = &[
     ("fsdp_config.fsdp_size", "-1", FSDP),
     ("fsdp_config.mixed_precision", "null", FSDP),
     ("fsdp_config.wrap_policy", "{}", FSDP),
-    ("model.lora.rank", "0", LORA),
-    ("model.lora.alpha", "16", LORA),
-    ("model.lora.dropout", "0.0", LORA),
-    ("model.lora.lora_sync_path", "/tmp/skyrl_lora_sync", LORA),
-    ("model.lora.target_modules", "all-linear", LORA),
-    ("model.lora.exclude_modules", "null", LORA),
-    ("model.lora.init_method", "kaiming", LORA),
-    ("model.lora.max_loras", "1", LORA),
-    ("model.lora.max_cpu_loras", "null", LORA),
     ("model.fake_int4_qat.enabled", "false", QAT),
     ("model.fake_int4_qat.group_size", "32", QAT),
     ("model.fake_int4_qat.symmetric", "true", QAT),
@@ -200,7 +190,6 @@ const ROOTS: &[&str] = &[
     "megatron_config",
     "fsdp_config",
     "torch_profiler_config",
-    "model.lora",
     "model.fake_int4_qat",
     "sequence_parallel_size",
     "model_config_kwargs",

@@ -201,7 +201,9 @@ fn load_roles(
         total_steps,
     };
     let opt_cfg = &t.policy.optimizer_config;
-    let policy = PolicyWorker::load(&policy_dir, &options, opt_cfg, settings, dist.clone())?;
+    let base = t.policy.model.path.as_deref();
+    let lora = t.policy.model.lora.spec(base, t.seed)?;
+    let policy = PolicyWorker::load(&policy_dir, &options, opt_cfg, settings, dist.clone(), lora)?;
     let reference = if t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward {
         let ref_dir =
             dist.main_first(|| resolve_model_dir(&t.reference.model, &init_dir, t.seed))?;
@@ -221,7 +223,19 @@ fn load_roles(
         };
         let vocab = policy.model().config().vocab_size;
         let opt = &t.critic.optimizer_config;
-        Some(CriticWorker::load(&dir, &options, opt, total_steps, vocab)?)
+        let lora = t
+            .critic
+            .model
+            .lora
+            .spec(c.path.as_deref().or(base), t.seed)?;
+        Some(CriticWorker::load(
+            &dir,
+            &options,
+            opt,
+            total_steps,
+            vocab,
+            lora,
+        )?)
     } else {
         None
     };

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use skyrl_model::{CausalLm, LoadOptions};
+use skyrl_model::{CausalLm, LoadOptions, LoraSpec};
 use tch::{nn, nn::Module, Kind, Tensor};
 
 use crate::algorithms::critic_value_loss;
@@ -51,16 +51,17 @@ pub struct CriticWorker {
 
 impl CriticWorker {
     /// Loads the critic's backbone from `dir` (a fresh value head) for a
-    /// policy with `vocab_size` tokens.
+    /// policy with `vocab_size` tokens. With `lora`, the backbone is frozen
+    /// and adapted; the value head always trains whole.
     pub fn load(
         dir: &Path,
         options: &LoadOptions,
         optimizer: &OptimizerConfig,
         total_steps: usize,
         vocab_size: i64,
+        lora: Option<LoraSpec>,
     ) -> Result<Self> {
-        let model = CausalLm::from_pretrained(dir, options)
-            .with_context(|| format!("cannot load the critic from {}", dir.display()))?;
+        let model = super::policy::load_model(dir, options, lora, "critic")?;
         if model.config().vocab_size != vocab_size {
             bail!(
                 "the critic at {} has a vocabulary of {} tokens, the policy {}: they must share the tokenizer",
@@ -80,7 +81,7 @@ impl CriticWorker {
                 ..Default::default()
             },
         );
-        let mut params = model.named_parameters();
+        let mut params = model.trainable_parameters();
         params.push((VALUE_HEAD.to_string(), head.ws.shallow_clone()));
         let optimizer = AdamW::from_config(params, optimizer, total_steps)?;
         Ok(Self {
@@ -138,7 +139,10 @@ impl CriticWorker {
                 let mut s = start;
                 while s < start + len {
                     let rows = micro.min(start + len - s);
-                    let values = self.response_values(batch, s, rows)?;
+                    self.model.set_training(true);
+                    let values = self.response_values(batch, s, rows);
+                    self.model.set_training(false);
+                    let values = values?;
                     let (loss, frac) = critic_value_loss(
                         &values,
                         &old_values.narrow(0, s, rows),
@@ -163,9 +167,10 @@ impl CriticWorker {
         Ok(report)
     }
 
-    /// Weights (backbone and value head) and optimizer state, for checkpoints.
+    /// Trained weights (backbone or its LoRA adapters, and the value head)
+    /// and optimizer state, for checkpoints.
     pub fn checkpoint_state(&self) -> (NamedTensors, NamedTensors) {
-        let mut weights = self.model.named_parameters();
+        let mut weights = self.model.trainable_parameters();
         weights.push((VALUE_HEAD.to_string(), self.head.ws.shallow_clone()));
         (weights, self.optimizer.state_tensors())
     }

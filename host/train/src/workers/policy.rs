@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use skyrl_distributed::ReduceOp;
-use skyrl_model::{CausalLm, LoadOptions};
+use skyrl_model::{CausalLm, LoadOptions, LoraSpec};
 use tch::{Device, Kind, Tensor};
 
 use super::forward::{logprobs_all, training_forward};
@@ -169,18 +169,20 @@ pub struct PolicyWorker {
 }
 
 impl PolicyWorker {
-    /// Loads the policy from `dir` and creates its optimizer: sharded over the
-    /// ranks of `dist` for `fsdp` with more than one rank, whole otherwise.
+    /// Loads the policy from `dir`, attaches LoRA adapters when `lora` is
+    /// given (then only they train), and creates the optimizer over what
+    /// trains: sharded over the ranks of `dist` for `fsdp` with more than one
+    /// rank, whole otherwise.
     pub fn load(
         dir: &Path,
         options: &LoadOptions,
         optimizer: &OptimizerConfig,
         settings: PolicySettings,
         dist: Arc<Dist>,
+        lora: Option<LoraSpec>,
     ) -> Result<Self> {
-        let model = CausalLm::from_pretrained(dir, options)
-            .with_context(|| format!("cannot load the policy from {}", dir.display()))?;
-        let params = model.named_parameters();
+        let model = load_model(dir, options, lora, "policy")?;
+        let params = model.trainable_parameters();
         let mut optimizer = match settings.strategy {
             Strategy::Sharded if dist.world() > 1 => {
                 PolicyOptimizer::Sharded(ShardedAdamW::from_config(
@@ -354,6 +356,7 @@ impl PolicyWorker {
         let a = settings.algorithm;
         let (s, rows) = (micro.start, micro.rows);
         let mask = data.batch.response_mask.narrow(0, s, rows);
+        self.model.set_training(true);
         let fwd = training_forward(
             &self.model,
             data.batch,
@@ -361,7 +364,9 @@ impl PolicyWorker {
             rows,
             settings.temperature,
             self.settings.gradient_checkpointing,
-        )?;
+        );
+        self.model.set_training(false);
+        let fwd = fwd?;
         let (lp, ent) = (fwd.logprobs, fwd.entropy);
         let old = data.old_logprobs.narrow(0, s, rows);
         let rollout = data.batch.rollout_logprobs.narrow(0, s, rows);
@@ -425,7 +430,8 @@ impl PolicyWorker {
         }
     }
 
-    /// The weights and the optimizer state for a checkpoint.
+    /// What trains (every weight, or the LoRA adapters) and the optimizer
+    /// state, for a checkpoint.
     pub fn checkpoint_state(&self) -> (Vec<(String, Tensor)>, OptimizerState) {
         let state = match &self.optimizer {
             PolicyOptimizer::Replicated(o) => OptimizerState::Full(o.state_tensors()),
@@ -434,11 +440,12 @@ impl PolicyWorker {
                 shard: o.shard_state(),
             },
         };
-        (self.model.named_parameters(), state)
+        (self.model.trainable_parameters(), state)
     }
 
-    /// Restores weights and the per-parameter optimizer state (as a
-    /// checkpoint reads back, whatever world size wrote it).
+    /// Restores the trained weights (every weight, or the LoRA adapters) and
+    /// the per-parameter optimizer state (as a checkpoint reads back,
+    /// whatever world size wrote it).
     pub fn restore(
         &mut self,
         weights: Vec<(String, Tensor)>,
@@ -454,7 +461,10 @@ impl PolicyWorker {
     /// Bytes of parameters, gradients held now and optimizer state on this rank.
     pub fn memory(&self) -> MemoryReport {
         let bytes = |t: &Tensor| t.numel() as i64 * t.kind().elt_size_in_bytes() as i64;
-        let params = self.model.named_parameters();
+        let mut params = self.model.named_parameters();
+        if self.model.lora().is_some() {
+            params.extend(self.model.trainable_parameters());
+        }
         MemoryReport {
             parameters: params.iter().map(|(_, p)| bytes(p)).sum(),
             gradients: params
@@ -516,11 +526,28 @@ fn all_reduce_gradients(
     flush(&mut bucket)
 }
 
-/// Copies `saved` into the model's parameters; every parameter must be there
-/// with its shape.
-/// Copies `saved` (every parameter of `model`, by name) into `model`.
+/// Loads a trained role's model from `dir`, with LoRA adapters when `lora` is given.
+pub(crate) fn load_model(
+    dir: &Path,
+    options: &LoadOptions,
+    lora: Option<LoraSpec>,
+    role: &str,
+) -> Result<CausalLm> {
+    let mut model = CausalLm::from_pretrained(dir, options)
+        .with_context(|| format!("cannot load the {role} from {}", dir.display()))?;
+    if let Some(spec) = lora {
+        model
+            .attach_lora(spec)
+            .with_context(|| format!("cannot attach LoRA adapters to the {role}"))?;
+    }
+    Ok(model)
+}
+
+/// Copies `saved` (every trained parameter of `model`: its weights, or its
+/// LoRA adapters, by name) into `model`.
 pub(crate) fn load_params(model: &CausalLm, saved: Vec<(String, Tensor)>) -> Result<()> {
-    let vars = model.var_store().variables();
+    let vars: std::collections::HashMap<String, Tensor> =
+        model.trainable_parameters().into_iter().collect();
     let _g = tch::no_grad_guard();
     let mut seen = 0;
     for (name, t) in saved {

@@ -1,6 +1,7 @@
 //! The policy's part in writing a resumable checkpoint, on every rank
 //! together: rank 0 prepares the staging directory, writes the weights, the
-//! trainer state, a whole optimizer state and the caller's extra groups, and
+//! trainer state, a whole optimizer state and the caller's extra groups (and,
+//! with LoRA, the adapter in PEFT's format under `lora_adapter/`), and
 //! commits; with a sharded optimizer every rank writes its shard in between.
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,10 @@ impl PolicyWorker {
                 state,
             };
             checkpoint::write_staged(&staging, &data)?;
+            if let Some(lora) = self.model.lora() {
+                // The adapter alone, in PEFT's format, where skyrl-train puts it.
+                lora.save_peft(&staging.join(skyrl_model::LORA_ADAPTER_DIR))?;
+            }
             checkpoint::commit_staged(root, &staging, step, keep)?;
         }
         self.dist.barrier()?;
