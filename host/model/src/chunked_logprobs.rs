@@ -15,9 +15,10 @@ use tch::Tensor;
 use crate::error::{ModelError, Result};
 use crate::model::{check_logprob_input, CausalLm, LogprobOptions, TokenLogprobs};
 
-/// Elements of one chunk's logits in the default chunking (32M: 128 MiB in
-/// fp32, 220 tokens at Qwen2's vocabulary of 151,936).
-pub const LOGPROB_CHUNK_ELEMENTS: i64 = 1 << 25;
+/// Elements of one chunk's logits in the default chunking (16M: 64 MiB in
+/// fp32, 110 tokens at Qwen2's vocabulary of 151,936; a chunk keeps two or
+/// three such blocks alive).
+pub const LOGPROB_CHUNK_ELEMENTS: i64 = 1 << 24;
 
 /// Default tokens per chunk for a vocabulary of `vocab`: as many as fit in
 /// [`LOGPROB_CHUNK_ELEMENTS`], at least 1.

@@ -74,9 +74,10 @@ at::Tensor chunk_logits(const at::Tensor& hidden, const at::Tensor& weight, int6
   return z;
 }
 
-// Entropy -sum(p * logp) of rows of log-probs, as the full-logits path computes it.
+// Entropy -sum(p * logp) of rows of log-probs [c, V] -> [c], the sum as a
+// batched dot product (no [c, V] product temporary).
 at::Tensor entropy_of(const at::Tensor& logp) {
-  return (logp.exp() * logp).sum(-1).neg_();
+  return at::bmm(logp.exp().unsqueeze(1), logp.unsqueeze(2)).view({-1}).neg_();
 }
 
 // log p(target) (and entropy) per row, over chunks of rows of the LM head.
@@ -132,10 +133,22 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     const bool want_hidden = ctx->needs_input_grad(0);
     const bool want_weight = ctx->needs_input_grad(1);
     at::Tensor grad_hidden = want_hidden ? at::empty_like(hidden) : at::Tensor();
-    // Accumulated over the chunks in fp32 whatever the weight's dtype.
-    at::Tensor grad_weight =
-        want_weight ? at::zeros(weight.sizes(), weight.options().dtype(at::kFloat))
-                    : at::Tensor();
+    // The weight's gradient is summed over the chunks in fp32. For an fp32
+    // leaf (a parameter) the chunks add straight into its .grad, as
+    // AccumulateGrad would add the returned gradient: no [V, H] buffer is
+    // allocated (none at all when .grad exists) and none waits in the
+    // autograd engine for the embedding's gradient of a tied head.
+    const bool into_grad = want_weight && weight.is_leaf() && weight.scalar_type() == at::kFloat;
+    at::Tensor grad_weight;
+    if (into_grad) {
+      at::Tensor& g = weight.mutable_grad();
+      if (!g.defined()) {
+        g = at::zeros_like(weight, at::MemoryFormat::Contiguous);
+      }
+      grad_weight = g;
+    } else if (want_weight) {
+      grad_weight = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
+    }
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t len = std::min(chunk, n - s);
       // log-softmax of the chunk, recomputed
@@ -147,7 +160,8 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       at::Tensor coef;
       if (any_ent) {
         at::Tensor ge = g_ent.narrow(0, s, len).unsqueeze(-1);
-        at::Tensor ent = (p * logp).sum(-1, true).neg_();
+        // -sum(p * logp) per row as a batched dot product (no [c, V] temporary)
+        at::Tensor ent = at::bmm(p.unsqueeze(1), logp.unsqueeze(2)).squeeze(-1).neg_();
         coef = logp.add_(ent).mul_(ge);
         if (any_lp) {
           coef.add_(g_lp.narrow(0, s, len).unsqueeze(-1));
@@ -178,7 +192,9 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
         }
       }
     }
-    if (want_weight && weight.scalar_type() != at::kFloat) {
+    if (into_grad) {
+      grad_weight = at::Tensor();  // already in weight.grad
+    } else if (want_weight && weight.scalar_type() != at::kFloat) {
       grad_weight = grad_weight.to(weight.scalar_type());
     }
     return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};

@@ -24,6 +24,14 @@ pub struct ChunkedLogprobs {
 /// the forward keeps only each row's logsumexp, and the backward recomputes
 /// one chunk's logits at a time, so at most a `[chunk, V]` block of logits
 /// (and a few like it) is alive in either direction, never `[N, V]`.
+///
+/// When `weight` is an fp32 leaf (a parameter), the backward adds each
+/// chunk's weight gradient straight into `weight.grad` (creating it when
+/// undefined), as autograd's accumulation would add a returned gradient, and
+/// returns none: no `[V, H]` gradient buffer exists besides `.grad`, and for
+/// a head tied to the embedding none waits in the engine for the
+/// embedding's gradient. Otherwise (bf16, a non-leaf weight) the gradient is
+/// summed in fp32 and returned.
 pub fn chunked_logprobs(
     hidden: &Tensor,
     weight: &Tensor,
@@ -159,6 +167,16 @@ mod tests {
             assert!(max_diff(&hc.grad(), &hf.grad()) < 1e-5);
             assert!(max_diff(&wc.grad(), &wf.grad()) < 1e-5);
         }
+        // a head that is not a leaf gets its gradient through autograd
+        // (returned, not written into a .grad), accumulated into an
+        // existing .grad of the leaf behind it
+        let w_leaf = w0.copy().set_requires_grad(true);
+        let mut seed = w_leaf.zeros_like();
+        let _ = seed.fill_(1.0);
+        (&w_leaf * &seed).sum(Kind::Float).backward();
+        let out = chunked_logprobs(&h0, &(&w_leaf * 1.0), &y, 1.0, 4, false).unwrap();
+        out.logprobs.sum(Kind::Float).backward();
+        assert!(max_diff(&(w_leaf.grad() - 1.0), &wf.grad()) < 1e-5);
         // a frozen head gets no gradient, the hidden states still do
         let (hc, wc) = (h0.copy().set_requires_grad(true), w0.copy());
         let out = chunked_logprobs(&hc, &wc, &y, 1.0, 4, false).unwrap();
