@@ -3,7 +3,8 @@
 //! The forward runs the decoder layers without building a graph and keeps only
 //! each layer's input. The returned logprobs hang off a leaf that stands for
 //! the last layer's output, so `loss.backward()` reaches only the final norm
-//! and the head. [`LayerCheckpoints::backward`] then walks the layers in
+//! and the head (the chunked head of [`crate::chunked_logprobs`], which keeps
+//! no full logits either). [`LayerCheckpoints::backward`] then walks the layers in
 //! reverse: it recomputes one layer with a graph from its saved input,
 //! back-propagates the gradient that arrived at its output, and hands the
 //! gradient at its input to the layer below, down to the embedding. Weight
@@ -31,7 +32,7 @@ pub struct LayerCheckpoints<'m> {
 }
 
 impl CausalLm {
-    /// [`CausalLm::forward_logprobs_with`] with per-layer recomputation: after
+    /// [`CausalLm::forward_logprobs_chunked`] with per-layer recomputation: after
     /// back-propagating a loss of the returned logprobs, call
     /// [`LayerCheckpoints::backward`] to finish the backward through the layers.
     pub fn forward_logprobs_checkpointed(
@@ -55,8 +56,7 @@ impl CausalLm {
             (inputs, h, cos, sin)
         };
         let last = last.detach().set_requires_grad(true);
-        let logits = self.logits(&self.norm.forward(&last));
-        let out = self.logprobs_of_logits(&logits, &ids, options);
+        let out = self.logprobs_of_hidden(&self.norm.forward(&last), &ids, options, None)?;
         let checkpoints = LayerCheckpoints {
             model: self,
             ids,

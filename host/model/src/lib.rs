@@ -18,6 +18,7 @@
 pub mod atomic_dir;
 pub mod chat_template;
 pub mod checkpointing;
+pub mod chunked_logprobs;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use checkpointing::LayerCheckpoints;
+pub use chunked_logprobs::default_logprob_chunk;
 pub use config::{Arch, ModelConfig, TokenIds};
 pub use engine::{
     BatchRequest, EngineSettings, InferenceEngine, MixedRequest, SampleStream, SeqId, SeqRequest,

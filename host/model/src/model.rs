@@ -382,6 +382,11 @@ impl CausalLm {
         Ok(self.forward_hidden(&ids, &positions, &additive, None))
     }
 
+    /// The LM head's weight `[V, H]` (the embedding when tied).
+    pub(crate) fn lm_head(&self) -> &Tensor {
+        &self.lm_head
+    }
+
     /// Logits `[.., V]` of hidden states `[.., H]`.
     pub fn logits(&self, hidden: &Tensor) -> Tensor {
         hidden.matmul(&self.lm_head.tr())

@@ -7,7 +7,7 @@ use serde_json::json;
 use skyrl_train::optim::{AdamW, AdamWParams, LrSchedule};
 use tch::{Kind, Tensor};
 
-const STEPS: usize = 6;
+const STEPS: usize = 10;
 
 /// libtorch's RNG is global: tests that seed it must not interleave.
 static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -27,10 +27,11 @@ fn adamw_matches_torch() {
         .iter()
         .map(|s| Tensor::randn(*s, (Kind::Float, tch::Device::Cpu)))
         .collect();
-    // grads: large ones at the start so clipping engages, then small ones
+    // grads: large ones at the start (in the warmup) and at step 6 (at full
+    // lr) so clipping engages, small ones otherwise
     let grads: Vec<Vec<Tensor>> = (0..STEPS)
         .map(|k| {
-            let scale = if k < 2 { 3.0 } else { 0.1 };
+            let scale = if k < 2 || k == 6 { 3.0 } else { 0.1 };
             shapes
                 .iter()
                 .map(|s| Tensor::randn(*s, (Kind::Float, tch::Device::Cpu)) * scale)
@@ -82,7 +83,7 @@ fn adamw_matches_torch() {
         },
     );
     let mut worst: f64 = 0.0;
-    let mut lrs = Vec::new();
+    let (mut lrs, mut norms) = (Vec::new(), Vec::new());
     for (k, gs) in grads.iter().enumerate() {
         opt.zero_grad();
         for (n, g) in names.iter().zip(gs) {
@@ -91,6 +92,7 @@ fn adamw_matches_torch() {
         }
         let (norm, lr) = opt.step(max_norm);
         lrs.push(lr);
+        norms.push(norm);
         worst = worst.max(assert_close(
             &format!("norm {k}"),
             &Tensor::from_slice(&[norm as f32]),
@@ -106,6 +108,10 @@ fn adamw_matches_torch() {
             ));
         }
     }
+    assert!(
+        [0, 1, 6].iter().all(|&k| norms[k] > max_norm) && norms[3] < max_norm,
+        "clipping engages at steps 0, 1 and 6 only: {norms:?}"
+    );
     assert_eq!(lrs[0], 0.0, "warmup starts at lr 0 like HF's schedule");
     assert!(
         (lrs[1] - hp.lr / 3.0).abs() < 1e-15 && lrs[4] == hp.lr,

@@ -119,6 +119,20 @@ impl FlatLayout {
         Tensor::cat(&parts, 0)
     }
 
+    /// The pieces of parameters in rank `rank`'s shard, as `(start, len)`
+    /// within the shard, in layout order (padding excluded). At one rank
+    /// these are the whole parameters.
+    pub fn shard_segments(&self, rank: usize) -> Vec<(i64, i64)> {
+        let (start, end) = self.shard_range(rank);
+        self.entries
+            .iter()
+            .filter_map(|e| {
+                let (lo, hi) = (e.offset.max(start), (e.offset + e.numel()).min(end));
+                (lo < hi).then_some((lo - start, hi - lo))
+            })
+            .collect()
+    }
+
     /// Splits a (padded or unpadded) flat vector back into named tensors of
     /// their shapes; views into `flat`.
     pub fn unflatten(&self, flat: &Tensor) -> Result<Vec<(String, Tensor)>> {
@@ -172,6 +186,12 @@ mod tests {
                 "range {a}..{b}"
             );
         }
+        assert_eq!(l.shard_segments(0), [(0, 2), (2, 1)]);
+        assert_eq!(l.shard_segments(1), [(0, 2)]);
+        assert_eq!(
+            FlatLayout::new(&params(), 1).shard_segments(0),
+            [(0, 2), (2, 3)]
+        );
         let back = l.unflatten(&flat).unwrap();
         assert_eq!(back[0].1.size(), vec![1, 2]);
         assert_eq!(

@@ -2,19 +2,24 @@
 //! correction, global grad-norm clipping and a constant-with-warmup schedule.
 //! Its state (moments + step, and fp32 master weights of bf16 parameters) is
 //! plain tensors, so checkpoints can save it as safetensors. Numerically
-//! follows `torch.optim.AdamW` (single-tensor path),
-//! `torch.nn.utils.clip_grad_norm_` and HF `get_constant_schedule_with_warmup`.
+//! follows `torch.optim.AdamW`, `torch.nn.utils.clip_grad_norm_` and HF
+//! `get_constant_schedule_with_warmup`.
 //!
-//! [`AdamW`] keeps every parameter's state (one process, or `ddp` after the
-//! gradients were all-reduced); [`sharded::ShardedAdamW`] keeps one rank's
-//! shard of a flat view of all parameters (`fsdp`). Both apply the same
-//! element-wise update, [`adam_update`].
+//! The update runs on libtorch's own kernels (through `skyrl-torch-ops`):
+//! one `torch._fused_adamw_` call over all parameters, and clipping with one
+//! `_foreach_norm` plus one `_foreach_mul_`. [`AdamW`] keeps every
+//! parameter's state (one process, or `ddp` after the gradients were
+//! all-reduced); [`sharded::ShardedAdamW`] keeps one rank's shard of a flat
+//! view of all parameters (`fsdp`) and applies the same fused update to it
+//! ([`adam_update_many`] for both).
 
 pub mod flat;
 pub mod sharded;
 
 use anyhow::{bail, Context, Result};
 use tch::{Device, Kind, Tensor};
+
+use skyrl_torch_ops::{foreach_mul_, foreach_norm, fused_adamw_, AdamWStep};
 
 use crate::config::OptimizerConfig;
 
@@ -221,11 +226,6 @@ const POLY_LR_END: f64 = 1e-7;
 /// Scales all gradients so their global L2 norm is at most `max_norm`
 /// (`clip_coef = max_norm / (norm + 1e-6)`, applied only when < 1).
 /// Returns the norm before clipping. Parameters without gradients are skipped.
-///
-/// The norm is the square root of the sum of squares accumulated in f64, the
-/// same whether the gradients are whole or sharded over ranks, so every
-/// strategy clips identically (torch's norm of per-tensor norms agrees to
-/// float precision).
 pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> f64 {
     let _g = tch::no_grad_guard();
     let grads: Vec<Tensor> = params
@@ -233,26 +233,43 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> f64 {
         .map(|p| p.grad())
         .filter(|g| g.defined())
         .collect();
+    clip_grads(&grads, max_norm)
+}
+
+/// [`clip_grad_norm`] of the gradients themselves: the norm is the square
+/// root of the sum of the squared per-tensor norms of one `_foreach_norm`
+/// (torch's norm of norms), combined in f64 so the same sum over shards
+/// gives the same norm on every rank; then one `_foreach_mul_` when clipping.
+pub fn clip_grads(grads: &[Tensor], max_norm: f64) -> f64 {
     if grads.is_empty() {
         return 0.0;
     }
-    let squares: f64 = grads.iter().map(sum_of_squares).sum();
-    let total = squares.sqrt();
+    let total = sum_of_squares_many(grads).sqrt();
     let clip = clip_coefficient(max_norm, total);
     if clip < 1.0 {
-        for mut g in grads {
-            let _ = g.f_mul_scalar_(clip);
-        }
+        foreach_mul_(grads, clip).expect("_foreach_mul_ of the gradients");
     }
     total
 }
 
-/// Sum of squares of `t`'s elements, accumulated in f64.
-pub fn sum_of_squares(t: &Tensor) -> f64 {
-    t.to_kind(Kind::Double)
+/// Sum of the squared L2 norms of `tensors` (one `_foreach_norm` in fp32,
+/// the squares summed in f64).
+pub fn sum_of_squares_many(tensors: &[Tensor]) -> f64 {
+    if tensors.is_empty() {
+        return 0.0;
+    }
+    foreach_norm(tensors)
+        .expect("_foreach_norm of the gradients")
+        .to_kind(Kind::Double)
         .square()
         .sum(Kind::Double)
         .double_value(&[])
+}
+
+/// Sum of squares of `t`'s elements (its squared L2 norm, see
+/// [`sum_of_squares_many`]).
+pub fn sum_of_squares(t: &Tensor) -> f64 {
+    sum_of_squares_many(std::slice::from_ref(t))
 }
 
 /// `min(1, max_norm / (norm + 1e-6))`.
@@ -279,10 +296,36 @@ pub(crate) fn saved_state<'a>(
     Ok(saved)
 }
 
-/// One AdamW update of `target` (fp32) with `grad` (fp32) at learning rate
-/// `lr`, after `step` updates (1-based): decoupled weight decay, then the
-/// bias-corrected moment step. Element-wise, so a flat shard of parameters
-/// gets exactly what its parameters would.
+/// One AdamW update of every `targets[i]` (fp32) with `grads[i]` (fp32) at
+/// learning rate `lr`, after `step` updates (1-based): decoupled weight
+/// decay, then the bias-corrected moment step, in one `torch._fused_adamw_`
+/// call. Element-wise, so a flat shard of parameters gets exactly what its
+/// parameters would.
+///
+/// # Panics
+/// When libtorch refuses the lists (lengths, shapes, dtypes or devices that
+/// differ), which the optimizers here never build.
+pub fn adam_update_many(
+    targets: &[Tensor],
+    grads: &[Tensor],
+    exp_avg: &[Tensor],
+    exp_avg_sq: &[Tensor],
+    hp: &AdamWParams,
+    lr: f64,
+    step: i64,
+) {
+    let step = AdamWStep {
+        step,
+        lr,
+        beta1: hp.beta1,
+        beta2: hp.beta2,
+        eps: hp.eps,
+        weight_decay: hp.weight_decay,
+    };
+    fused_adamw_(targets, grads, exp_avg, exp_avg_sq, &step).expect("torch._fused_adamw_");
+}
+
+/// [`adam_update_many`] of one tensor.
 pub fn adam_update(
     target: &mut Tensor,
     grad: &Tensor,
@@ -292,17 +335,16 @@ pub fn adam_update(
     lr: f64,
     step: i64,
 ) {
-    let t = step as f64;
-    let bc1 = 1.0 - hp.beta1.powf(t);
-    let bc2_sqrt = (1.0 - hp.beta2.powf(t)).sqrt();
-    let step_size = lr / bc1;
-    let _ = target.f_mul_scalar_(1.0 - lr * hp.weight_decay);
-    let _ = exp_avg.f_lerp_(grad, 1.0 - hp.beta1);
-    let _ = exp_avg_sq.f_mul_scalar_(hp.beta2);
-    let _ = exp_avg_sq.f_add_(&(grad * grad * (1.0 - hp.beta2)));
-    let denom = exp_avg_sq.sqrt() / bc2_sqrt + hp.eps;
-    let update = (&*exp_avg / denom) * (-step_size);
-    let _ = target.f_add_(&update);
+    let one = |t: &Tensor| [t.shallow_clone()];
+    adam_update_many(
+        &one(target),
+        &one(grad),
+        &one(exp_avg),
+        &one(exp_avg_sq),
+        hp,
+        lr,
+        step,
+    );
 }
 
 /// Moves `t` to `device` unless it is already there.
@@ -405,37 +447,52 @@ impl AdamW {
         }
     }
 
-    /// Clips gradients to `max_norm` (if > 0) and applies one AdamW update.
+    /// Clips gradients to `max_norm` (if > 0) and applies one AdamW update
+    /// to every parameter that has a gradient, all in one fused call.
     /// Returns `(grad_norm_before_clipping, lr_used)`.
     pub fn step(&mut self, max_norm: f64) -> (f64, f64) {
-        let tensors: Vec<Tensor> = self.params.iter().map(|(_, p)| p.shallow_clone()).collect();
+        let _g = tch::no_grad_guard();
+        let with_grad: Vec<(usize, Tensor)> = self
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, (_, p))| (i, p.grad()))
+            .filter(|(_, g)| g.defined())
+            .collect();
         let norm = if max_norm > 0.0 {
-            clip_grad_norm(&tensors, max_norm)
+            let grads: Vec<Tensor> = with_grad.iter().map(|(_, g)| g.shallow_clone()).collect();
+            clip_grads(&grads, max_norm)
         } else {
             0.0
         };
         let lr = self.current_lr();
         self.step += 1;
-        let hp = self.hp;
-        let _g = tch::no_grad_guard();
         if let Some(device) = self.params.first().map(|(_, p)| p.device()) {
             if self.state_device.is_some() {
                 self.move_state(device);
             }
         }
-        for (i, (_, p)) in self.params.iter_mut().enumerate() {
-            let grad = p.grad();
-            if !grad.defined() {
-                continue;
-            }
-            let grad = grad.to_kind(Kind::Float);
-            let (m, v) = (&mut self.exp_avg[i], &mut self.exp_avg_sq[i]);
-            match &mut self.master[i] {
-                Some(master) => {
-                    adam_update(master, &grad, m, v, &hp, lr, self.step);
-                    let _ = p.f_copy_(master);
-                }
-                None => adam_update(p, &grad, m, v, &hp, lr, self.step),
+        let n = with_grad.len();
+        let (mut targets, mut grads) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (i, g) in &with_grad {
+            let i = *i;
+            targets.push(match &self.master[i] {
+                Some(master) => master.shallow_clone(),
+                None => self.params[i].1.shallow_clone(),
+            });
+            grads.push(if g.kind() == Kind::Float {
+                g.shallow_clone()
+            } else {
+                g.to_kind(Kind::Float)
+            });
+            m.push(self.exp_avg[i].shallow_clone());
+            v.push(self.exp_avg_sq[i].shallow_clone());
+        }
+        adam_update_many(&targets, &grads, &m, &v, &self.hp, lr, self.step);
+        for (i, _) in &with_grad {
+            if let Some(master) = &self.master[*i] {
+                let _ = self.params[*i].1.f_copy_(master);
             }
         }
         if let Some(device) = self.state_device {

@@ -3,8 +3,10 @@
 //! Parameters stay replicated. At each step the full gradients are laid out
 //! flat ([`FlatLayout`]), reduce-scattered so that rank `r` holds the summed
 //! gradient of shard `r`, and released. The global gradient norm is the sum
-//! of the shards' squared norms. Each rank applies [`adam_update`] to its
-//! fp32 shard of the parameters with its shard of the moments, then the
+//! over ranks of the squared norms of the parameter pieces in each shard
+//! (one `_foreach_norm` per rank; at one rank exactly [`super::AdamW`]'s
+//! per-tensor norms). Each rank applies [`adam_update`] (the fused AdamW
+//! kernel) to its fp32 shard of the parameters with its shard of the moments, then the
 //! updated shards are all-gathered into every rank's parameters. Per rank
 //! that keeps `2 x numel / world` fp32 moments (plus an fp32 master shard
 //! when the parameters are bf16) instead of `2 x numel` (`3 x` in bf16), and
@@ -19,7 +21,8 @@ use tch::{Device, Kind, Tensor};
 
 use super::flat::FlatLayout;
 use super::{
-    adam_update, clip_coefficient, saved_state, sum_of_squares, to_device, AdamWParams, LrSchedule,
+    adam_update, clip_coefficient, saved_state, sum_of_squares_many, to_device, AdamWParams,
+    LrSchedule,
 };
 use crate::config::OptimizerConfig;
 use crate::dist::Dist;
@@ -154,7 +157,13 @@ impl ShardedAdamW {
         };
         drop(flat);
         let norm = if max_norm > 0.0 {
-            let norm = dist.sum_f64(&[sum_of_squares(&shard)])?[0].sqrt();
+            let pieces: Vec<Tensor> = self
+                .layout
+                .shard_segments(self.rank)
+                .into_iter()
+                .map(|(start, len)| shard.narrow(0, start, len))
+                .collect();
+            let norm = dist.sum_f64(&[sum_of_squares_many(&pieces)])?[0].sqrt();
             let clip = clip_coefficient(max_norm, norm);
             if clip < 1.0 {
                 let _ = shard.f_mul_scalar_(clip)?;

@@ -8,7 +8,8 @@ use tch::Tensor;
 use crate::batch::TrainingBatch;
 
 /// Logprobs `[len, R]` of the response tokens of rows `start..start+len`
-/// (and their entropy when asked), at `temperature`.
+/// (and their entropy when asked), at `temperature`, through the chunked LM
+/// head (no `[rows, T, vocab]` logits, in the forward or the backward).
 pub fn response_logprobs(
     model: &CausalLm,
     batch: &TrainingBatch,
@@ -19,14 +20,11 @@ pub fn response_logprobs(
 ) -> Result<(Tensor, Option<Tensor>)> {
     let ids = batch.input_ids.narrow(0, start, len);
     let attn = batch.attention_mask.narrow(0, start, len);
-    let out = model.forward_logprobs_with(
-        &ids,
-        &attn,
-        &LogprobOptions {
-            temperature,
-            with_entropy,
-        },
-    )?;
+    let options = LogprobOptions {
+        temperature,
+        with_entropy,
+    };
+    let out = model.forward_logprobs_chunked(&ids, &attn, &options, None)?;
     let r = batch.response_len();
     let lp = out.logprobs.narrow(1, batch.prompt_len - 1, r);
     let ent = out.entropy.map(|e| e.narrow(1, batch.prompt_len - 1, r));
