@@ -265,6 +265,28 @@ fn two_ranks_train_as_one_process_for_ddp_and_fsdp() {
     }
 }
 
+/// LoRA under the sharded strategy: only the adapters are reduced, sharded
+/// and checkpointed, and 2 ranks train as one process.
+#[test]
+fn lora_on_two_ranks_trains_as_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, fsdp) = (tmp.path().join("one"), tmp.path().join("fsdp"));
+    let lora = [
+        "trainer.policy.model.lora.rank=4",
+        "trainer.policy.model.lora.target_modules=[q_proj,v_proj,down_proj]",
+        "trainer.policy.optimizer_config.lr=1e-2",
+    ];
+    run_single(&args(&one, 2, "fsdp2", 1, &lora));
+    run_ranks(2, &args(&fsdp, 2, "fsdp2", 2, &lora));
+    assert_same_run(&one, &fsdp, 2, "LoRA fsdp2 on 2 ranks");
+    let saved = weights(&fsdp, 2);
+    assert_eq!(saved.len(), 2 * 3 * 2, "adapters only: {:?}", saved.keys());
+    assert!(saved.keys().all(|k| k.contains(".lora_")));
+    assert!(fsdp
+        .join("ckpts/global_step_2/lora_adapter/adapter_model.safetensors")
+        .is_file());
+}
+
 /// `skyrl sft` on `world` ranks under `dir`: 7 conversations of unequal
 /// length, 4 per step (the second batch of each epoch is short: on 2 ranks
 /// the second rank gets one), 2 per micro-batch, evaluated every 2 steps.
