@@ -262,3 +262,50 @@ fn peft_loads_the_saved_adapter_to_the_same_logits() {
     let again = tch::no_grad(|| reloaded.forward(&ids, Some(&mask)).unwrap());
     assert_eq!(max_abs_diff(&ours, &again), 0.0);
 }
+
+/// At `B = 0` the chain rule fixes the adapters' gradients from the full
+/// model's: `dL/dB = s · dL/dW · Aᵀ` and `dL/dA = 0`, for every adapted layer.
+#[test]
+fn adapter_gradients_follow_the_full_weight_gradient() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = perturbed_tiny(Arch::Qwen2, tmp.path(), 6);
+    let mut lora = CausalLm::new(full.config().clone(), &cpu()).unwrap();
+    lora.copy_weights_from(&full).unwrap();
+    let s = spec(4, names(&["q_proj", "gate_proj"]));
+    let scaling = s.scaling();
+    lora.attach_lora(s).unwrap();
+    let (ids, mask) = batch();
+    full.forward_logprobs(&ids, &mask)
+        .unwrap()
+        .sum(Kind::Float)
+        .backward();
+    lora.forward_logprobs(&ids, &mask)
+        .unwrap()
+        .sum(Kind::Float)
+        .backward();
+    let full_grads: std::collections::HashMap<String, Tensor> = full
+        .named_parameters()
+        .into_iter()
+        .map(|(n, t)| (n, t.grad()))
+        .collect();
+    let adapters: std::collections::HashMap<String, Tensor> =
+        lora.trainable_parameters().into_iter().collect();
+    let mut checked = 0;
+    for module in lora.lora().unwrap().modules() {
+        let key = format!("base_model.model.{module}");
+        let a = &adapters[&format!("{key}.lora_A.weight")];
+        let b = &adapters[&format!("{key}.lora_B.weight")];
+        let g_w = &full_grads[&format!("{module}.weight")];
+        let want_b = g_w.matmul(&a.detach().tr()) * scaling;
+        let diff = max_abs_diff(&b.grad(), &want_b);
+        let scale = want_b.abs().max().double_value(&[]);
+        assert!(scale > 0.0, "{module}: zero full-weight gradient");
+        assert!(
+            diff <= 1e-5 * scale.max(1.0),
+            "{module}: dL/dB off by {diff}"
+        );
+        assert_eq!(a.grad().abs().max().double_value(&[]), 0.0);
+        checked += 1;
+    }
+    assert_eq!(checked, 2 * 2);
+}

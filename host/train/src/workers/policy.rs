@@ -551,9 +551,16 @@ pub(crate) fn load_params(model: &CausalLm, saved: Vec<(String, Tensor)>) -> Res
     let _g = tch::no_grad_guard();
     let mut seen = 0;
     for (name, t) in saved {
-        let var = vars
-            .get(&name)
-            .with_context(|| format!("checkpoint has unknown parameter `{name}`"))?;
+        let var = vars.get(&name).with_context(|| {
+            let hint = match (name.contains(".lora_"), model.lora().is_some()) {
+                (true, false) => {
+                    ": the checkpoint holds LoRA adapters; set `*.model.lora` as in the run that wrote it"
+                }
+                (false, true) => ": the checkpoint holds full weights but LoRA is on here",
+                _ => "",
+            };
+            format!("checkpoint has unknown parameter `{name}`{hint}")
+        })?;
         if var.size() != t.size() {
             bail!(
                 "checkpoint parameter `{name}` has shape {:?}, model has {:?}",
