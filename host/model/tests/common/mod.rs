@@ -65,6 +65,10 @@ pub fn run_python(script: &str, args: &[&Path]) {
 /// Writes a tiny model and returns it loaded on the CPU with weights perturbed
 /// away from the init (norms, biases and all), so every parameter matters.
 pub fn perturbed_tiny(arch: Arch, dir: &Path, seed: u64) -> CausalLm {
+    // The init and the noise draw from libtorch's global RNG: tests of one
+    // binary run in parallel, so one model is drawn at a time.
+    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
     skyrl_model::init_tiny_model(arch, TinySize::Tiny, dir, seed).expect("init tiny model");
     let model = CausalLm::from_pretrained(dir, &cpu()).expect("load tiny model");
     tch::manual_seed(seed as i64 + 1);
