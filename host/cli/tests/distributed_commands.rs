@@ -363,6 +363,12 @@ fn sft_on_two_ranks_trains_as_one_process() {
         );
         let (wa, wb) = (weights(&one, 4), weights(&two, 4));
         for (name, t) in &wa {
+            // A key bias shifts every score of a query alike, so softmax
+            // cancels it: its gradient is rounding noise, which AdamW's
+            // normalisation turns into lr-sized steps in any direction.
+            if name.ends_with("k_proj.bias") {
+                continue;
+            }
             let d = (t - &wb[name]).norm().double_value(&[]) / t.norm().double_value(&[]);
             assert!(d < 1e-5, "{strategy}: weight {name} differs by {d:e}");
         }
