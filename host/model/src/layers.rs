@@ -8,6 +8,43 @@ use crate::kv_cache::LayerKv;
 use crate::lora::{LinearSite, LoraAdapter};
 use crate::rope::apply_rotary;
 
+/// Which keys each query of an attention call may see.
+#[derive(Debug)]
+pub enum AttnMask {
+    /// Plain causal attention over `T` queries and the same `T` keys: no
+    /// padding and no cached prefix. SDPA runs with `is_causal` and no mask.
+    Causal,
+    /// A boolean mask; build it with [`AttnMask::from_bool`].
+    Bool {
+        /// `[B, 1, T, S]`, `true` = attend; `S` = cached + `T` keys.
+        allowed: Tensor,
+        /// `[B, 1, T, 1]`, set for queries that may see no key (left padding),
+        /// when there are any: they get the mean of all values, as an additive
+        /// mask of large negatives gives (and `transformers`' eager attention).
+        empty: Option<Tensor>,
+    },
+}
+
+impl AttnMask {
+    /// Wraps a boolean mask `[B, 1, T, S]` (true = attend), noting its empty rows.
+    pub fn from_bool(allowed: Tensor) -> Self {
+        let empty = allowed.any_dim(-1, true).logical_not();
+        let empty = (empty.any().int64_value(&[]) != 0).then_some(empty);
+        AttnMask::Bool { allowed, empty }
+    }
+
+    /// A shallow copy sharing the mask tensors.
+    pub fn shallow_clone(&self) -> Self {
+        match self {
+            AttnMask::Causal => AttnMask::Causal,
+            AttnMask::Bool { allowed, empty } => AttnMask::Bool {
+                allowed: allowed.shallow_clone(),
+                empty: empty.as_ref().map(Tensor::shallow_clone),
+            },
+        }
+    }
+}
+
 /// Root-mean-square layer norm computed in fp32 (as in `transformers`).
 #[derive(Debug)]
 pub struct RmsNorm {
@@ -164,14 +201,15 @@ impl Attention {
         }
     }
 
-    /// `x [B, T, H]`, `cos/sin [B, T, D]`, additive `mask [B, 1, T, S]` where `S` is the
-    /// key length (cached + new). With `cache`, new keys/values are appended to it.
+    /// `x [B, T, H]`, `cos/sin [B, T, D]`, `mask` over `S` keys (cached + new).
+    /// With `cache`, new keys/values are appended to it. Grouped-query heads
+    /// share their kv head without copies (SDPA's `enable_gqa`).
     pub fn forward(
         &self,
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: &Tensor,
+        mask: &AttnMask,
         cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let (b, t) = (x.size()[0], x.size()[1]);
@@ -194,20 +232,41 @@ impl Attention {
         };
         let groups = self.num_heads / self.num_kv_heads;
         let scale = (self.head_dim as f64).powf(-0.5);
-        let sdpa = |q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor| {
-            Tensor::scaled_dot_product_attention(q, k, v, Some(mask), 0.0, false, scale, false)
+        let sdpa = |q: &Tensor, mask: Option<&Tensor>, causal: bool, gqa: bool| {
+            Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal, scale, gqa)
         };
-        let out = if groups > 1 && t == 1 {
-            // Decoding: the query heads sharing a kv head become that head's
-            // query rows, so keys and values are read once instead of copied
-            // `groups` times.
-            let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
-            let mask = mask.expand([b, 1, groups, mask.size()[3]], false);
-            sdpa(&q, &k, &v, &mask).reshape([b, self.num_heads, 1, self.head_dim])
-        } else if groups > 1 {
-            sdpa(&q, &repeat_kv(&k, groups), &repeat_kv(&v, groups), mask)
-        } else {
-            sdpa(&q, &k, &v, mask)
+        let out = match mask {
+            AttnMask::Bool { allowed, empty } if groups > 1 && t == 1 => {
+                // Decoding: the query heads sharing a kv head become that head's
+                // query rows (faster than `enable_gqa` for one query).
+                let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
+                let mask = allowed.expand([b, 1, groups, allowed.size()[3]], false);
+                let out = sdpa(&q, Some(&mask), false, false);
+                let out = match empty {
+                    Some(empty) => {
+                        out.where_self(&empty.logical_not(), &v.mean_dim(2, true, v.kind()))
+                    }
+                    None => out,
+                };
+                out.reshape([b, self.num_heads, 1, self.head_dim])
+            }
+            AttnMask::Bool { allowed, empty } => {
+                let out = sdpa(&q, Some(allowed), false, groups > 1);
+                match empty {
+                    Some(empty) => {
+                        // [B, Hkv, 1, D] -> [B, H, 1, D] (a view), broadcast over T.
+                        let s = v.size();
+                        let mean = v
+                            .mean_dim(2, true, v.kind())
+                            .unsqueeze(2)
+                            .expand([s[0], s[1], groups, 1, s[3]], false)
+                            .reshape([s[0], s[1] * groups, 1, s[3]]);
+                        out.where_self(&empty.logical_not(), &mean)
+                    }
+                    None => out,
+                }
+            }
+            AttnMask::Causal => sdpa(&q, None, true, groups > 1),
         };
         let out = out
             .transpose(1, 2)
@@ -215,14 +274,6 @@ impl Attention {
             .view([b, t, self.num_heads * self.head_dim]);
         self.o_proj.forward(&out)
     }
-}
-
-/// `[B, Hkv, S, D] -> [B, Hkv * groups, S, D]`, each kv head repeated `groups` times.
-fn repeat_kv(x: &Tensor, groups: i64) -> Tensor {
-    let s = x.size();
-    x.unsqueeze(2)
-        .expand([s[0], s[1], groups, s[2], s[3]], false)
-        .reshape([s[0], s[1] * groups, s[2], s[3]])
 }
 
 /// Pre-norm decoder block: attention then MLP, both residual.
@@ -282,7 +333,7 @@ impl DecoderLayer {
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: &Tensor,
+        mask: &AttnMask,
         cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let h = x + self

@@ -10,7 +10,7 @@ use tracing::{debug, warn};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvStore;
-use crate::layers::{DecoderLayer, RmsNorm};
+use crate::layers::{AttnMask, DecoderLayer, RmsNorm};
 use crate::lora::{LoraSpec, LoraState};
 use crate::rope::{RopeScaling, Rotary};
 use crate::weights::{self, torch_dtype_name};
@@ -357,13 +357,13 @@ impl CausalLm {
     /// Hidden states `[B, T, H]` after the final norm.
     ///
     /// * `input_ids [B, T]` int64, `positions [B, T]` int64,
-    /// * `mask [B, 1, T, S]` additive (0 or a large negative), `S` = cached + `T`,
+    /// * `mask`: causal, or boolean `[B, 1, T, S]` (true = attend), `S` = cached + `T`,
     /// * `cache`: appended to when given.
     pub fn forward_hidden(
         &self,
         input_ids: &Tensor,
         positions: &Tensor,
-        mask: &Tensor,
+        mask: &AttnMask,
         mut cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         let mut h = Tensor::embedding(&self.embed_tokens, input_ids, -1, false, false);
@@ -378,8 +378,8 @@ impl CausalLm {
     /// Final hidden states `[B, T, H]` of a full (uncached) forward, for heads
     /// other than the LM head (a critic's value head).
     pub fn hidden_states(&self, input_ids: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
-        let (ids, positions, additive) = self.full_inputs(input_ids, Some(attention_mask))?;
-        Ok(self.forward_hidden(&ids, &positions, &additive, None))
+        let (ids, positions, mask) = self.full_inputs(input_ids, Some(attention_mask))?;
+        Ok(self.forward_hidden(&ids, &positions, &mask, None))
     }
 
     /// The LM head's weight `[V, H]` (the embedding when tied).
@@ -395,8 +395,8 @@ impl CausalLm {
     /// Full (uncached) forward: logits `[B, T, V]` in the model dtype.
     /// `attention_mask [B, T]` (1 = token, 0 = padding) defaults to all ones.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
-        let (ids, positions, additive) = self.full_inputs(input_ids, attention_mask)?;
-        let hidden = self.forward_hidden(&ids, &positions, &additive, None);
+        let (ids, positions, mask) = self.full_inputs(input_ids, attention_mask)?;
+        let hidden = self.forward_hidden(&ids, &positions, &mask, None);
         Ok(self.logits(&hidden))
     }
 
@@ -447,12 +447,13 @@ impl CausalLm {
         TokenLogprobs { logprobs, entropy }
     }
 
-    /// Device tensors of a full forward: ids, positions and the additive mask.
+    /// Device tensors of a full forward: ids, positions and the attention mask,
+    /// [`AttnMask::Causal`] when no token is padding.
     pub(crate) fn full_inputs(
         &self,
         input_ids: &Tensor,
         attention_mask: Option<&Tensor>,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+    ) -> Result<(Tensor, Tensor, AttnMask)> {
         self.check_ids(input_ids)?;
         let mask = match attention_mask {
             Some(m) => {
@@ -469,8 +470,12 @@ impl CausalLm {
         };
         let ids = input_ids.to_device(self.device());
         let positions = positions_from_mask(&mask);
-        let additive = additive_mask(&mask, ids.size()[1], 0, self.kind());
-        Ok((ids, positions, additive))
+        let attn = if attention_mask.is_none() || mask.all().int64_value(&[]) != 0 {
+            AttnMask::Causal
+        } else {
+            AttnMask::from_bool(bool_mask(&mask, ids.size()[1], 0))
+        };
+        Ok((ids, positions, attn))
     }
 
     fn check_ids(&self, input_ids: &Tensor) -> Result<()> {
@@ -526,28 +531,17 @@ pub fn positions_from_mask(mask: &Tensor) -> Tensor {
     pos.masked_fill(&m.eq(0), 1)
 }
 
-/// Large negative value used for masked attention scores in `kind`.
-pub(crate) fn mask_value(kind: Kind) -> f64 {
-    match kind {
-        Kind::Half => -65504.0,
-        Kind::BFloat16 => -3.38e38,
-        _ => f32::MIN as f64,
-    }
-}
-
-/// Additive attention mask `[B, 1, T, S]` for `T` new queries whose first one sits
-/// at key column `offset`, given the key padding mask `key_mask [B, S]` (true = real).
-/// Query `i` sees key `j` when `j <= offset + i` and `key_mask[j]`.
-pub fn additive_mask(key_mask: &Tensor, queries: i64, offset: i64, kind: Kind) -> Tensor {
+/// Boolean attention mask `[B, 1, T, S]` (true = attend) for `T` new queries whose
+/// first one sits at key column `offset`, given the key padding mask `key_mask [B, S]`
+/// (true = real). Query `i` sees key `j` when `j <= offset + i` and `key_mask[j]`.
+pub fn bool_mask(key_mask: &Tensor, queries: i64, offset: i64) -> Tensor {
     let device = key_mask.device();
     let s = key_mask.size()[1];
     let q_pos = Tensor::arange(queries, (Kind::Int64, device)).view([queries, 1]) + offset;
     let k_pos = Tensor::arange(s, (Kind::Int64, device)).view([1, s]);
     let causal = k_pos.le_tensor(&q_pos); // [T, S]
-    let allowed = causal
+    causal
         .unsqueeze(0)
         .logical_and(&key_mask.to_kind(Kind::Bool).unsqueeze(1)) // [B, T, S]
-        .unsqueeze(1);
-    Tensor::zeros(allowed.size(), (kind, device))
-        .masked_fill(&allowed.logical_not(), mask_value(kind))
+        .unsqueeze(1)
 }
