@@ -45,6 +45,42 @@ impl AttnMask {
     }
 }
 
+/// How a new model's weight matrices and biases start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamInit {
+    /// HF-style: weights normal(0, 0.02), biases 0.
+    Random,
+    /// Uninitialised memory, for weights that are loaded right after.
+    Empty,
+}
+
+impl ParamInit {
+    /// A trainable variable `name [dims]` under `p`: normal(0, 0.02) or uninitialised.
+    pub(crate) fn weight(self, p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
+        self.var(
+            p,
+            name,
+            dims,
+            nn::Init::Randn {
+                mean: 0.0,
+                stdev: 0.02,
+            },
+        )
+    }
+
+    /// A trainable variable `name [dims]` under `p`: zeros or uninitialised.
+    fn bias(self, p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
+        self.var(p, name, dims, nn::Init::Const(0.0))
+    }
+
+    fn var(self, p: &nn::Path, name: &str, dims: &[i64], init: nn::Init) -> Tensor {
+        match self {
+            ParamInit::Random => p.var(name, dims, init),
+            ParamInit::Empty => p.add(name, Tensor::empty(dims, (p.kind(), p.device())), true),
+        }
+    }
+}
+
 /// Root-mean-square layer norm computed in fp32 (as in `transformers`).
 #[derive(Debug)]
 pub struct RmsNorm {
@@ -78,23 +114,12 @@ pub struct Projection {
 }
 
 impl Projection {
-    fn new(p: nn::Path, input: i64, output: i64, bias: bool) -> Self {
-        let config = nn::LinearConfig {
-            ws_init: nn::Init::Randn {
-                mean: 0.0,
-                stdev: 0.02,
-            },
-            bs_init: if bias {
-                Some(nn::Init::Const(0.0))
-            } else {
-                None
-            },
-            bias,
+    fn new(p: nn::Path, input: i64, output: i64, bias: bool, init: ParamInit) -> Self {
+        let linear = nn::Linear {
+            ws: init.weight(&p, "weight", &[output, input]),
+            bs: bias.then(|| init.bias(&p, "bias", &[output])),
         };
-        Projection {
-            linear: nn::linear(p, input, output, config),
-            lora: None,
-        }
+        Projection { linear, lora: None }
     }
 
     /// The weight `[out, in]`.
@@ -138,13 +163,13 @@ pub struct Mlp {
 
 impl Mlp {
     /// Creates the three projections under `p`.
-    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+    pub fn new(p: nn::Path, config: &ModelConfig, init: ParamInit) -> Self {
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let bias = config.mlp_bias.unwrap_or(false);
         Mlp {
-            gate_proj: Projection::new(&p / "gate_proj", h, i, bias),
-            up_proj: Projection::new(&p / "up_proj", h, i, bias),
-            down_proj: Projection::new(&p / "down_proj", i, h, bias),
+            gate_proj: Projection::new(&p / "gate_proj", h, i, bias, init),
+            up_proj: Projection::new(&p / "up_proj", h, i, bias, init),
+            down_proj: Projection::new(&p / "down_proj", i, h, bias, init),
         }
     }
 }
@@ -172,7 +197,7 @@ pub struct Attention {
 
 impl Attention {
     /// Creates the projections (and Qwen3 q/k norms) under `p`.
-    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+    pub fn new(p: nn::Path, config: &ModelConfig, init: ParamInit) -> Self {
         let h = config.hidden_size;
         let (nh, nkv, hd) = (
             config.num_attention_heads,
@@ -189,10 +214,10 @@ impl Attention {
             (None, None)
         };
         Attention {
-            q_proj: Projection::new(&p / "q_proj", h, nh * hd, qkv_bias),
-            k_proj: Projection::new(&p / "k_proj", h, nkv * hd, qkv_bias),
-            v_proj: Projection::new(&p / "v_proj", h, nkv * hd, qkv_bias),
-            o_proj: Projection::new(&p / "o_proj", nh * hd, h, config.o_bias()),
+            q_proj: Projection::new(&p / "q_proj", h, nh * hd, qkv_bias, init),
+            k_proj: Projection::new(&p / "k_proj", h, nkv * hd, qkv_bias, init),
+            v_proj: Projection::new(&p / "v_proj", h, nkv * hd, qkv_bias, init),
+            o_proj: Projection::new(&p / "o_proj", nh * hd, h, config.o_bias(), init),
             q_norm,
             k_norm,
             num_heads: nh,
@@ -287,13 +312,13 @@ pub struct DecoderLayer {
 
 impl DecoderLayer {
     /// Creates the block under `p` (HF names).
-    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+    pub fn new(p: nn::Path, config: &ModelConfig, init: ParamInit) -> Self {
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
         DecoderLayer {
             input_layernorm: RmsNorm::new(&p / "input_layernorm", h, eps),
-            self_attn: Attention::new(&p / "self_attn", config),
+            self_attn: Attention::new(&p / "self_attn", config, init),
             post_attention_layernorm: RmsNorm::new(&p / "post_attention_layernorm", h, eps),
-            mlp: Mlp::new(&p / "mlp", config),
+            mlp: Mlp::new(&p / "mlp", config, init),
         }
     }
 

@@ -10,7 +10,7 @@ use tracing::{debug, warn};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvStore;
-use crate::layers::{AttnMask, DecoderLayer, RmsNorm};
+use crate::layers::{AttnMask, DecoderLayer, ParamInit, RmsNorm};
 use crate::lora::{LoraSpec, LoraState};
 use crate::rope::{RopeScaling, Rotary};
 use crate::weights::{self, torch_dtype_name};
@@ -80,24 +80,25 @@ impl CausalLm {
     /// A randomly initialised model (HF-style init: normal(0, 0.02), norms 1, biases 0).
     /// Call `tch::manual_seed` first for a reproducible init.
     pub fn new(config: ModelConfig, options: &LoadOptions) -> Result<Self> {
+        Self::build(config, options, ParamInit::Random)
+    }
+
+    /// The model with weights initialised as `init` says.
+    fn build(config: ModelConfig, options: &LoadOptions, init: ParamInit) -> Result<Self> {
         config.validate()?;
         let mut vs = nn::VarStore::new(options.device);
         let root = vs.root();
         let model = &root / "model";
-        let init = nn::Init::Randn {
-            mean: 0.0,
-            stdev: 0.02,
-        };
-        let embed_tokens =
-            (&model / "embed_tokens").var("weight", &[config.vocab_size, config.hidden_size], init);
+        let embed_dims = [config.vocab_size, config.hidden_size];
+        let embed_tokens = init.weight(&(&model / "embed_tokens"), "weight", &embed_dims);
         let layers = (0..config.num_hidden_layers)
-            .map(|i| DecoderLayer::new(&model / "layers" / i, &config))
+            .map(|i| DecoderLayer::new(&model / "layers" / i, &config, init))
             .collect();
         let norm = RmsNorm::new(&model / "norm", config.hidden_size, config.rms_norm_eps);
         let lm_head = if config.tie_word_embeddings {
             embed_tokens.shallow_clone()
         } else {
-            (&root / "lm_head").var("weight", &[config.vocab_size, config.hidden_size], init)
+            init.weight(&(&root / "lm_head"), "weight", &embed_dims)
         };
         let scaling = match &config.rope_scaling {
             Some(v) => RopeScaling::from_config(v)?,
@@ -125,16 +126,19 @@ impl CausalLm {
     }
 
     /// Loads `config.json` and the safetensors weights of a Hugging Face model directory.
+    /// Variables whose dtype and device match the checkpoint take over a private
+    /// (copy-on-write) memory map of the file, read lazily without a copy; the
+    /// others are copied (converted) from it. Replace a checkpoint a live model was
+    /// loaded from by renaming (as `save_pretrained` does), not by rewriting it in place.
     pub fn from_pretrained(dir: impl AsRef<Path>, options: &LoadOptions) -> Result<Self> {
         let dir = dir.as_ref();
         let config = ModelConfig::load(dir)?;
-        let model = CausalLm::new(config, options)?;
-        let mut loaded = weights::read_weights(dir)?;
+        let model = CausalLm::build(config, options, ParamInit::Empty)?;
         let mut variables = model.vs.variables();
         let _guard = tch::no_grad_guard();
-        for (name, tensor) in loaded.drain(..) {
-            match variables.remove(&name) {
-                Some(var) => {
+        weights::for_each_tensor(dir, |name, tensor| {
+            match variables.remove(name) {
+                Some(mut var) => {
                     if var.size() != tensor.size() {
                         return Err(ModelError::Weights(format!(
                             "{name}: checkpoint shape {:?} but config expects {:?}",
@@ -142,13 +146,19 @@ impl CausalLm {
                             var.size()
                         )));
                     }
-                    var.shallow_clone().f_copy_(&tensor)?;
+                    if var.kind() == tensor.kind() && var.device() == tensor.device() {
+                        // The variable takes over the mapped file's pages (copy-on-write).
+                        var.f_set_data(&tensor)?;
+                    } else {
+                        var.f_copy_(&tensor)?;
+                    }
                 }
                 None if name == LM_HEAD && model.config.tie_word_embeddings => {}
                 None if name.ends_with("rotary_emb.inv_freq") => {}
                 None => warn!(tensor = %name, "ignoring checkpoint tensor the model does not use"),
             }
-        }
+            Ok(())
+        })?;
         if !variables.is_empty() {
             let mut missing: Vec<_> = variables.into_keys().collect();
             missing.sort();
