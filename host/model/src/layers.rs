@@ -14,34 +14,39 @@ pub enum AttnMask {
     /// Plain causal attention over `T` queries and the same `T` keys: no
     /// padding and no cached prefix. SDPA runs with `is_causal` and no mask.
     Causal,
-    /// A boolean mask; build it with [`AttnMask::from_bool`].
-    Bool {
-        /// `[B, 1, T, S]`, `true` = attend; `S` = cached + `T` keys.
-        allowed: Tensor,
-        /// `[B, 1, T, 1]`, set for queries that may see no key (left padding),
-        /// when there are any: they get the mean of all values, as an additive
-        /// mask of large negatives gives (and `transformers`' eager attention).
-        empty: Option<Tensor>,
-    },
+    /// Additive `[B, 1, T, S]` (0 = attend, a large negative = masked), `S` =
+    /// cached + `T` keys; build it with [`AttnMask::from_bool`], once per forward.
+    /// A query that may see no key gets the mean of all values (as in
+    /// `transformers`' eager attention).
+    Additive(Tensor),
 }
 
 impl AttnMask {
-    /// Wraps a boolean mask `[B, 1, T, S]` (true = attend), noting its empty rows.
-    pub fn from_bool(allowed: Tensor) -> Self {
-        let empty = allowed.any_dim(-1, true).logical_not();
-        let empty = (empty.any().int64_value(&[]) != 0).then_some(empty);
-        AttnMask::Bool { allowed, empty }
+    /// The mask for a boolean `allowed [B, 1, T, S]` (true = attend), in `kind`.
+    /// SDPA turns a boolean mask into this additive one on every call (and keeps
+    /// that copy for the backward), so converting once serves all layers.
+    pub fn from_bool(allowed: &Tensor, kind: Kind) -> Self {
+        let additive = Tensor::zeros(allowed.size(), (kind, allowed.device()))
+            .masked_fill(&allowed.logical_not(), mask_value(kind));
+        AttnMask::Additive(additive)
     }
 
-    /// A shallow copy sharing the mask tensors.
+    /// A shallow copy sharing the mask tensor.
     pub fn shallow_clone(&self) -> Self {
         match self {
             AttnMask::Causal => AttnMask::Causal,
-            AttnMask::Bool { allowed, empty } => AttnMask::Bool {
-                allowed: allowed.shallow_clone(),
-                empty: empty.as_ref().map(Tensor::shallow_clone),
-            },
+            AttnMask::Additive(m) => AttnMask::Additive(m.shallow_clone()),
         }
+    }
+}
+
+/// Large negative value used for masked attention scores in `kind` (finite, so a
+/// query that may see no key averages all values instead of producing NaN).
+fn mask_value(kind: Kind) -> f64 {
+    match kind {
+        Kind::Half => -65504.0,
+        Kind::BFloat16 => -3.38e38,
+        _ => f32::MIN as f64,
     }
 }
 
@@ -261,36 +266,14 @@ impl Attention {
             Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal, scale, gqa)
         };
         let out = match mask {
-            AttnMask::Bool { allowed, empty } if groups > 1 && t == 1 => {
+            AttnMask::Additive(mask) if groups > 1 && t == 1 => {
                 // Decoding: the query heads sharing a kv head become that head's
                 // query rows (faster than `enable_gqa` for one query).
                 let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
-                let mask = allowed.expand([b, 1, groups, allowed.size()[3]], false);
-                let out = sdpa(&q, Some(&mask), false, false);
-                let out = match empty {
-                    Some(empty) => {
-                        out.where_self(&empty.logical_not(), &v.mean_dim(2, true, v.kind()))
-                    }
-                    None => out,
-                };
-                out.reshape([b, self.num_heads, 1, self.head_dim])
+                let mask = mask.expand([b, 1, groups, mask.size()[3]], false);
+                sdpa(&q, Some(&mask), false, false).reshape([b, self.num_heads, 1, self.head_dim])
             }
-            AttnMask::Bool { allowed, empty } => {
-                let out = sdpa(&q, Some(allowed), false, groups > 1);
-                match empty {
-                    Some(empty) => {
-                        // [B, Hkv, 1, D] -> [B, H, 1, D] (a view), broadcast over T.
-                        let s = v.size();
-                        let mean = v
-                            .mean_dim(2, true, v.kind())
-                            .unsqueeze(2)
-                            .expand([s[0], s[1], groups, 1, s[3]], false)
-                            .reshape([s[0], s[1] * groups, 1, s[3]]);
-                        out.where_self(&empty.logical_not(), &mean)
-                    }
-                    None => out,
-                }
-            }
+            AttnMask::Additive(mask) => sdpa(&q, Some(mask), false, groups > 1),
             AttnMask::Causal => sdpa(&q, None, true, groups > 1),
         };
         let out = out

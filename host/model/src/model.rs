@@ -367,7 +367,7 @@ impl CausalLm {
     /// Hidden states `[B, T, H]` after the final norm.
     ///
     /// * `input_ids [B, T]` int64, `positions [B, T]` int64,
-    /// * `mask`: causal, or boolean `[B, 1, T, S]` (true = attend), `S` = cached + `T`,
+    /// * `mask`: causal, or additive `[B, 1, T, S]`, `S` = cached + `T` (see [`AttnMask`]),
     /// * `cache`: appended to when given.
     pub fn forward_hidden(
         &self,
@@ -483,7 +483,7 @@ impl CausalLm {
         let attn = if attention_mask.is_none() || mask.all().int64_value(&[]) != 0 {
             AttnMask::Causal
         } else {
-            AttnMask::from_bool(bool_mask(&mask, ids.size()[1], 0))
+            AttnMask::from_bool(&bool_mask(&mask, ids.size()[1], 0), self.kind())
         };
         Ok((ids, positions, attn))
     }

@@ -182,7 +182,7 @@ impl Job<'_> {
             model.kind(),
             device,
         );
-        let attn = AttnMask::from_bool(bool_mask(&key_mask, l, 0));
+        let attn = AttnMask::from_bool(&bool_mask(&key_mask, l, 0), model.kind());
         let hidden = model.forward_hidden(&ids, &positions, &attn, Some(&mut cache));
         let mut logits = model.logits(&hidden.narrow(1, l - 1, 1).squeeze_dim(1));
         let mut next_pos = positions.narrow(1, l - 1, 1).squeeze_dim(1) + 1;
@@ -216,7 +216,7 @@ impl Job<'_> {
             }
             let n = active.len() as i64;
             key_mask = Tensor::cat(&[&key_mask, &Tensor::ones([n, 1], (Kind::Bool, device))], 1);
-            let attn = AttnMask::from_bool(bool_mask(&key_mask, 1, cache.len()));
+            let attn = AttnMask::from_bool(&bool_mask(&key_mask, 1, cache.len()), model.kind());
             let hidden = model.forward_hidden(
                 &step_tokens.view([n, 1]),
                 &next_pos.view([n, 1]),

@@ -88,7 +88,7 @@ pub fn forward_chunks(model: &CausalLm, pool: &KvPool, chunks: &[Chunk<'_>]) -> 
         .le_tensor(&q)
         .logical_and(&k.lt_tensor(&ends))
         .unsqueeze(1);
-    let mask = AttnMask::from_bool(allowed);
+    let mask = AttnMask::from_bool(&allowed, model.kind());
     let mut kv = pool.batch(&write, &read, b);
     let hidden = model.forward_hidden(&ids, &positions, &mask, Some(&mut kv));
     let h = hidden.size()[2];

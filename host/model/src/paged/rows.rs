@@ -185,7 +185,7 @@ pub fn forward_decode(
     // Row b sees keys 0..=position_b.
     let ends = tensor(rows.iter().map(|r| r.position as i64 + 1).collect()).view([b, 1, 1, 1]);
     let k = Tensor::arange(keys_len, (Kind::Int64, device)).view([1, 1, 1, keys_len]);
-    let mask = AttnMask::from_bool(k.lt_tensor(&ends));
+    let mask = AttnMask::from_bool(&k.lt_tensor(&ends), model.kind());
     let mut store: Vec<RowLayer> = cache
         .keys
         .iter()
