@@ -6,6 +6,9 @@ Rust engine and HF transformers are measured side by side; can also run alone:
   OMP_WAIT_POLICY=PASSIVE python bench/model_bench.py --model-dir DIR [--device cpu]
 
 Prints one JSON line: {"gen_tokens_per_s": .., "train_tokens_per_s": .., ...}.
+With --load-reps N it only times `AutoModelForCausalLM.from_pretrained` (fp32, CPU)
+N times and prints {"load_seconds": <fastest>, "load_all": [...], "load_read_seconds": ..}
+(load_read: the load plus one read of every parameter, which pages in lazily mapped weights).
 """
 import argparse
 import json
@@ -27,9 +30,24 @@ def main():
     ap.add_argument("--train-seq-len", type=int, default=128)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--load-reps", type=int, default=0)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.load_reps > 0:
+        times, read_times = [], []
+        for _ in range(args.load_reps):
+            t = time.perf_counter()
+            model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=torch.float32)
+            times.append(time.perf_counter() - t)
+            with torch.no_grad():
+                total = sum(float(p.sum()) for p in model.parameters())
+            read_times.append(time.perf_counter() - t)
+            del model
+        print(json.dumps({"load_seconds": min(times), "load_all": times,
+                          "load_read_seconds": min(read_times), "checksum": total,
+                          "torch": torch.__version__}))
+        return
     torch.manual_seed(0)
     dtype = getattr(torch, args.dtype)
     dev = torch.device(args.device)

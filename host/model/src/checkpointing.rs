@@ -16,6 +16,7 @@ use tch::nn::Module;
 use tch::Tensor;
 
 use crate::error::Result;
+use crate::layers::AttnMask;
 use crate::model::{check_logprob_input, CausalLm, LogprobOptions, TokenLogprobs};
 
 /// What a checkpointed forward keeps for its backward.
@@ -24,7 +25,7 @@ pub struct LayerCheckpoints<'m> {
     ids: Tensor,
     cos: Tensor,
     sin: Tensor,
-    mask: Tensor,
+    mask: AttnMask,
     /// Input of every decoder layer (detached).
     inputs: Vec<Tensor>,
     /// Leaf standing for the last layer's output; its gradient seeds the walk.

@@ -8,6 +8,84 @@ use crate::kv_cache::LayerKv;
 use crate::lora::{LinearSite, LoraAdapter};
 use crate::rope::apply_rotary;
 
+/// Which keys each query of an attention call may see.
+#[derive(Debug)]
+pub enum AttnMask {
+    /// Plain causal attention over `T` queries and the same `T` keys: no
+    /// padding and no cached prefix. SDPA runs with `is_causal` and no mask.
+    Causal,
+    /// Additive `[B, 1, T, S]` (0 = attend, a large negative = masked), `S` =
+    /// cached + `T` keys; build it with [`AttnMask::from_bool`], once per forward.
+    /// A query that may see no key gets the mean of all values (as in
+    /// `transformers`' eager attention).
+    Additive(Tensor),
+}
+
+impl AttnMask {
+    /// The mask for a boolean `allowed [B, 1, T, S]` (true = attend), in `kind`.
+    /// SDPA turns a boolean mask into this additive one on every call (and keeps
+    /// that copy for the backward), so converting once serves all layers.
+    pub fn from_bool(allowed: &Tensor, kind: Kind) -> Self {
+        let additive = Tensor::zeros(allowed.size(), (kind, allowed.device()))
+            .masked_fill(&allowed.logical_not(), mask_value(kind));
+        AttnMask::Additive(additive)
+    }
+
+    /// A shallow copy sharing the mask tensor.
+    pub fn shallow_clone(&self) -> Self {
+        match self {
+            AttnMask::Causal => AttnMask::Causal,
+            AttnMask::Additive(m) => AttnMask::Additive(m.shallow_clone()),
+        }
+    }
+}
+
+/// Large negative value used for masked attention scores in `kind` (finite, so a
+/// query that may see no key averages all values instead of producing NaN).
+fn mask_value(kind: Kind) -> f64 {
+    match kind {
+        Kind::Half => -65504.0,
+        Kind::BFloat16 => -3.38e38,
+        _ => f32::MIN as f64,
+    }
+}
+
+/// How a new model's weight matrices and biases start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamInit {
+    /// HF-style: weights normal(0, 0.02), biases 0.
+    Random,
+    /// Uninitialised memory, for weights that are loaded right after.
+    Empty,
+}
+
+impl ParamInit {
+    /// A trainable variable `name [dims]` under `p`: normal(0, 0.02) or uninitialised.
+    pub(crate) fn weight(self, p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
+        self.var(
+            p,
+            name,
+            dims,
+            nn::Init::Randn {
+                mean: 0.0,
+                stdev: 0.02,
+            },
+        )
+    }
+
+    /// A trainable variable `name [dims]` under `p`: zeros or uninitialised.
+    fn bias(self, p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
+        self.var(p, name, dims, nn::Init::Const(0.0))
+    }
+
+    fn var(self, p: &nn::Path, name: &str, dims: &[i64], init: nn::Init) -> Tensor {
+        match self {
+            ParamInit::Random => p.var(name, dims, init),
+            ParamInit::Empty => p.add(name, Tensor::empty(dims, (p.kind(), p.device())), true),
+        }
+    }
+}
+
 /// Root-mean-square layer norm computed in fp32 (as in `transformers`).
 #[derive(Debug)]
 pub struct RmsNorm {
@@ -41,23 +119,12 @@ pub struct Projection {
 }
 
 impl Projection {
-    fn new(p: nn::Path, input: i64, output: i64, bias: bool) -> Self {
-        let config = nn::LinearConfig {
-            ws_init: nn::Init::Randn {
-                mean: 0.0,
-                stdev: 0.02,
-            },
-            bs_init: if bias {
-                Some(nn::Init::Const(0.0))
-            } else {
-                None
-            },
-            bias,
+    fn new(p: nn::Path, input: i64, output: i64, bias: bool, init: ParamInit) -> Self {
+        let linear = nn::Linear {
+            ws: init.weight(&p, "weight", &[output, input]),
+            bs: bias.then(|| init.bias(&p, "bias", &[output])),
         };
-        Projection {
-            linear: nn::linear(p, input, output, config),
-            lora: None,
-        }
+        Projection { linear, lora: None }
     }
 
     /// The weight `[out, in]`.
@@ -101,13 +168,13 @@ pub struct Mlp {
 
 impl Mlp {
     /// Creates the three projections under `p`.
-    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+    pub fn new(p: nn::Path, config: &ModelConfig, init: ParamInit) -> Self {
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let bias = config.mlp_bias.unwrap_or(false);
         Mlp {
-            gate_proj: Projection::new(&p / "gate_proj", h, i, bias),
-            up_proj: Projection::new(&p / "up_proj", h, i, bias),
-            down_proj: Projection::new(&p / "down_proj", i, h, bias),
+            gate_proj: Projection::new(&p / "gate_proj", h, i, bias, init),
+            up_proj: Projection::new(&p / "up_proj", h, i, bias, init),
+            down_proj: Projection::new(&p / "down_proj", i, h, bias, init),
         }
     }
 }
@@ -135,7 +202,7 @@ pub struct Attention {
 
 impl Attention {
     /// Creates the projections (and Qwen3 q/k norms) under `p`.
-    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+    pub fn new(p: nn::Path, config: &ModelConfig, init: ParamInit) -> Self {
         let h = config.hidden_size;
         let (nh, nkv, hd) = (
             config.num_attention_heads,
@@ -152,10 +219,10 @@ impl Attention {
             (None, None)
         };
         Attention {
-            q_proj: Projection::new(&p / "q_proj", h, nh * hd, qkv_bias),
-            k_proj: Projection::new(&p / "k_proj", h, nkv * hd, qkv_bias),
-            v_proj: Projection::new(&p / "v_proj", h, nkv * hd, qkv_bias),
-            o_proj: Projection::new(&p / "o_proj", nh * hd, h, config.o_bias()),
+            q_proj: Projection::new(&p / "q_proj", h, nh * hd, qkv_bias, init),
+            k_proj: Projection::new(&p / "k_proj", h, nkv * hd, qkv_bias, init),
+            v_proj: Projection::new(&p / "v_proj", h, nkv * hd, qkv_bias, init),
+            o_proj: Projection::new(&p / "o_proj", nh * hd, h, config.o_bias(), init),
             q_norm,
             k_norm,
             num_heads: nh,
@@ -164,14 +231,15 @@ impl Attention {
         }
     }
 
-    /// `x [B, T, H]`, `cos/sin [B, T, D]`, additive `mask [B, 1, T, S]` where `S` is the
-    /// key length (cached + new). With `cache`, new keys/values are appended to it.
+    /// `x [B, T, H]`, `cos/sin [B, T, D]`, `mask` over `S` keys (cached + new).
+    /// With `cache`, new keys/values are appended to it. Grouped-query heads
+    /// share their kv head without copies (SDPA's `enable_gqa`).
     pub fn forward(
         &self,
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: &Tensor,
+        mask: &AttnMask,
         cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let (b, t) = (x.size()[0], x.size()[1]);
@@ -194,20 +262,19 @@ impl Attention {
         };
         let groups = self.num_heads / self.num_kv_heads;
         let scale = (self.head_dim as f64).powf(-0.5);
-        let sdpa = |q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor| {
-            Tensor::scaled_dot_product_attention(q, k, v, Some(mask), 0.0, false, scale, false)
+        let sdpa = |q: &Tensor, mask: Option<&Tensor>, causal: bool, gqa: bool| {
+            Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal, scale, gqa)
         };
-        let out = if groups > 1 && t == 1 {
-            // Decoding: the query heads sharing a kv head become that head's
-            // query rows, so keys and values are read once instead of copied
-            // `groups` times.
-            let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
-            let mask = mask.expand([b, 1, groups, mask.size()[3]], false);
-            sdpa(&q, &k, &v, &mask).reshape([b, self.num_heads, 1, self.head_dim])
-        } else if groups > 1 {
-            sdpa(&q, &repeat_kv(&k, groups), &repeat_kv(&v, groups), mask)
-        } else {
-            sdpa(&q, &k, &v, mask)
+        let out = match mask {
+            AttnMask::Additive(mask) if groups > 1 && t == 1 => {
+                // Decoding: the query heads sharing a kv head become that head's
+                // query rows (faster than `enable_gqa` for one query).
+                let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
+                let mask = mask.expand([b, 1, groups, mask.size()[3]], false);
+                sdpa(&q, Some(&mask), false, false).reshape([b, self.num_heads, 1, self.head_dim])
+            }
+            AttnMask::Additive(mask) => sdpa(&q, Some(mask), false, groups > 1),
+            AttnMask::Causal => sdpa(&q, None, true, groups > 1),
         };
         let out = out
             .transpose(1, 2)
@@ -215,14 +282,6 @@ impl Attention {
             .view([b, t, self.num_heads * self.head_dim]);
         self.o_proj.forward(&out)
     }
-}
-
-/// `[B, Hkv, S, D] -> [B, Hkv * groups, S, D]`, each kv head repeated `groups` times.
-fn repeat_kv(x: &Tensor, groups: i64) -> Tensor {
-    let s = x.size();
-    x.unsqueeze(2)
-        .expand([s[0], s[1], groups, s[2], s[3]], false)
-        .reshape([s[0], s[1] * groups, s[2], s[3]])
 }
 
 /// Pre-norm decoder block: attention then MLP, both residual.
@@ -236,13 +295,13 @@ pub struct DecoderLayer {
 
 impl DecoderLayer {
     /// Creates the block under `p` (HF names).
-    pub fn new(p: nn::Path, config: &ModelConfig) -> Self {
+    pub fn new(p: nn::Path, config: &ModelConfig, init: ParamInit) -> Self {
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
         DecoderLayer {
             input_layernorm: RmsNorm::new(&p / "input_layernorm", h, eps),
-            self_attn: Attention::new(&p / "self_attn", config),
+            self_attn: Attention::new(&p / "self_attn", config, init),
             post_attention_layernorm: RmsNorm::new(&p / "post_attention_layernorm", h, eps),
-            mlp: Mlp::new(&p / "mlp", config),
+            mlp: Mlp::new(&p / "mlp", config, init),
         }
     }
 
@@ -282,7 +341,7 @@ impl DecoderLayer {
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: &Tensor,
+        mask: &AttnMask,
         cache: Option<&mut dyn LayerKv>,
     ) -> Tensor {
         let h = x + self

@@ -10,7 +10,7 @@ use tracing::{debug, warn};
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvStore;
-use crate::layers::{DecoderLayer, RmsNorm};
+use crate::layers::{AttnMask, DecoderLayer, ParamInit, RmsNorm};
 use crate::lora::{LoraSpec, LoraState};
 use crate::rope::{RopeScaling, Rotary};
 use crate::weights::{self, torch_dtype_name};
@@ -80,24 +80,25 @@ impl CausalLm {
     /// A randomly initialised model (HF-style init: normal(0, 0.02), norms 1, biases 0).
     /// Call `tch::manual_seed` first for a reproducible init.
     pub fn new(config: ModelConfig, options: &LoadOptions) -> Result<Self> {
+        Self::build(config, options, ParamInit::Random)
+    }
+
+    /// The model with weights initialised as `init` says.
+    fn build(config: ModelConfig, options: &LoadOptions, init: ParamInit) -> Result<Self> {
         config.validate()?;
         let mut vs = nn::VarStore::new(options.device);
         let root = vs.root();
         let model = &root / "model";
-        let init = nn::Init::Randn {
-            mean: 0.0,
-            stdev: 0.02,
-        };
-        let embed_tokens =
-            (&model / "embed_tokens").var("weight", &[config.vocab_size, config.hidden_size], init);
+        let embed_dims = [config.vocab_size, config.hidden_size];
+        let embed_tokens = init.weight(&(&model / "embed_tokens"), "weight", &embed_dims);
         let layers = (0..config.num_hidden_layers)
-            .map(|i| DecoderLayer::new(&model / "layers" / i, &config))
+            .map(|i| DecoderLayer::new(&model / "layers" / i, &config, init))
             .collect();
         let norm = RmsNorm::new(&model / "norm", config.hidden_size, config.rms_norm_eps);
         let lm_head = if config.tie_word_embeddings {
             embed_tokens.shallow_clone()
         } else {
-            (&root / "lm_head").var("weight", &[config.vocab_size, config.hidden_size], init)
+            init.weight(&(&root / "lm_head"), "weight", &embed_dims)
         };
         let scaling = match &config.rope_scaling {
             Some(v) => RopeScaling::from_config(v)?,
@@ -125,16 +126,19 @@ impl CausalLm {
     }
 
     /// Loads `config.json` and the safetensors weights of a Hugging Face model directory.
+    /// Variables whose dtype and device match the checkpoint take over a private
+    /// (copy-on-write) memory map of the file, read lazily without a copy; the
+    /// others are copied (converted) from it. Replace a checkpoint a live model was
+    /// loaded from by renaming (as `save_pretrained` does), not by rewriting it in place.
     pub fn from_pretrained(dir: impl AsRef<Path>, options: &LoadOptions) -> Result<Self> {
         let dir = dir.as_ref();
         let config = ModelConfig::load(dir)?;
-        let model = CausalLm::new(config, options)?;
-        let mut loaded = weights::read_weights(dir)?;
+        let model = CausalLm::build(config, options, ParamInit::Empty)?;
         let mut variables = model.vs.variables();
         let _guard = tch::no_grad_guard();
-        for (name, tensor) in loaded.drain(..) {
-            match variables.remove(&name) {
-                Some(var) => {
+        weights::for_each_tensor(dir, |name, tensor| {
+            match variables.remove(name) {
+                Some(mut var) => {
                     if var.size() != tensor.size() {
                         return Err(ModelError::Weights(format!(
                             "{name}: checkpoint shape {:?} but config expects {:?}",
@@ -142,13 +146,19 @@ impl CausalLm {
                             var.size()
                         )));
                     }
-                    var.shallow_clone().f_copy_(&tensor)?;
+                    if var.kind() == tensor.kind() && var.device() == tensor.device() {
+                        // The variable takes over the mapped file's pages (copy-on-write).
+                        var.f_set_data(&tensor)?;
+                    } else {
+                        var.f_copy_(&tensor)?;
+                    }
                 }
                 None if name == LM_HEAD && model.config.tie_word_embeddings => {}
                 None if name.ends_with("rotary_emb.inv_freq") => {}
                 None => warn!(tensor = %name, "ignoring checkpoint tensor the model does not use"),
             }
-        }
+            Ok(())
+        })?;
         if !variables.is_empty() {
             let mut missing: Vec<_> = variables.into_keys().collect();
             missing.sort();
@@ -357,13 +367,13 @@ impl CausalLm {
     /// Hidden states `[B, T, H]` after the final norm.
     ///
     /// * `input_ids [B, T]` int64, `positions [B, T]` int64,
-    /// * `mask [B, 1, T, S]` additive (0 or a large negative), `S` = cached + `T`,
+    /// * `mask`: causal, or additive `[B, 1, T, S]`, `S` = cached + `T` (see [`AttnMask`]),
     /// * `cache`: appended to when given.
     pub fn forward_hidden(
         &self,
         input_ids: &Tensor,
         positions: &Tensor,
-        mask: &Tensor,
+        mask: &AttnMask,
         mut cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         let mut h = Tensor::embedding(&self.embed_tokens, input_ids, -1, false, false);
@@ -378,8 +388,8 @@ impl CausalLm {
     /// Final hidden states `[B, T, H]` of a full (uncached) forward, for heads
     /// other than the LM head (a critic's value head).
     pub fn hidden_states(&self, input_ids: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
-        let (ids, positions, additive) = self.full_inputs(input_ids, Some(attention_mask))?;
-        Ok(self.forward_hidden(&ids, &positions, &additive, None))
+        let (ids, positions, mask) = self.full_inputs(input_ids, Some(attention_mask))?;
+        Ok(self.forward_hidden(&ids, &positions, &mask, None))
     }
 
     /// The LM head's weight `[V, H]` (the embedding when tied).
@@ -395,8 +405,8 @@ impl CausalLm {
     /// Full (uncached) forward: logits `[B, T, V]` in the model dtype.
     /// `attention_mask [B, T]` (1 = token, 0 = padding) defaults to all ones.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
-        let (ids, positions, additive) = self.full_inputs(input_ids, attention_mask)?;
-        let hidden = self.forward_hidden(&ids, &positions, &additive, None);
+        let (ids, positions, mask) = self.full_inputs(input_ids, attention_mask)?;
+        let hidden = self.forward_hidden(&ids, &positions, &mask, None);
         Ok(self.logits(&hidden))
     }
 
@@ -447,12 +457,13 @@ impl CausalLm {
         TokenLogprobs { logprobs, entropy }
     }
 
-    /// Device tensors of a full forward: ids, positions and the additive mask.
+    /// Device tensors of a full forward: ids, positions and the attention mask,
+    /// [`AttnMask::Causal`] when no token is padding.
     pub(crate) fn full_inputs(
         &self,
         input_ids: &Tensor,
         attention_mask: Option<&Tensor>,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+    ) -> Result<(Tensor, Tensor, AttnMask)> {
         self.check_ids(input_ids)?;
         let mask = match attention_mask {
             Some(m) => {
@@ -469,8 +480,12 @@ impl CausalLm {
         };
         let ids = input_ids.to_device(self.device());
         let positions = positions_from_mask(&mask);
-        let additive = additive_mask(&mask, ids.size()[1], 0, self.kind());
-        Ok((ids, positions, additive))
+        let attn = if attention_mask.is_none() || mask.all().int64_value(&[]) != 0 {
+            AttnMask::Causal
+        } else {
+            AttnMask::from_bool(&bool_mask(&mask, ids.size()[1], 0), self.kind())
+        };
+        Ok((ids, positions, attn))
     }
 
     fn check_ids(&self, input_ids: &Tensor) -> Result<()> {
@@ -526,28 +541,17 @@ pub fn positions_from_mask(mask: &Tensor) -> Tensor {
     pos.masked_fill(&m.eq(0), 1)
 }
 
-/// Large negative value used for masked attention scores in `kind`.
-pub(crate) fn mask_value(kind: Kind) -> f64 {
-    match kind {
-        Kind::Half => -65504.0,
-        Kind::BFloat16 => -3.38e38,
-        _ => f32::MIN as f64,
-    }
-}
-
-/// Additive attention mask `[B, 1, T, S]` for `T` new queries whose first one sits
-/// at key column `offset`, given the key padding mask `key_mask [B, S]` (true = real).
-/// Query `i` sees key `j` when `j <= offset + i` and `key_mask[j]`.
-pub fn additive_mask(key_mask: &Tensor, queries: i64, offset: i64, kind: Kind) -> Tensor {
+/// Boolean attention mask `[B, 1, T, S]` (true = attend) for `T` new queries whose
+/// first one sits at key column `offset`, given the key padding mask `key_mask [B, S]`
+/// (true = real). Query `i` sees key `j` when `j <= offset + i` and `key_mask[j]`.
+pub fn bool_mask(key_mask: &Tensor, queries: i64, offset: i64) -> Tensor {
     let device = key_mask.device();
     let s = key_mask.size()[1];
     let q_pos = Tensor::arange(queries, (Kind::Int64, device)).view([queries, 1]) + offset;
     let k_pos = Tensor::arange(s, (Kind::Int64, device)).view([1, s]);
     let causal = k_pos.le_tensor(&q_pos); // [T, S]
-    let allowed = causal
+    causal
         .unsqueeze(0)
         .logical_and(&key_mask.to_kind(Kind::Bool).unsqueeze(1)) // [B, T, S]
-        .unsqueeze(1);
-    Tensor::zeros(allowed.size(), (kind, device))
-        .masked_fill(&allowed.logical_not(), mask_value(kind))
+        .unsqueeze(1)
 }

@@ -12,7 +12,8 @@ use tch::{Kind, Tensor};
 use crate::engine::SampleStream;
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
-use crate::model::{additive_mask, positions_from_mask, CausalLm};
+use crate::layers::AttnMask;
+use crate::model::{bool_mask, positions_from_mask, CausalLm};
 use crate::sampling::{sample_next, Completion, SamplingParams, StopMatch, StopReason};
 use crate::tokenizer::Tokenizer;
 
@@ -181,7 +182,7 @@ impl Job<'_> {
             model.kind(),
             device,
         );
-        let attn = additive_mask(&key_mask, l, 0, model.kind());
+        let attn = AttnMask::from_bool(&bool_mask(&key_mask, l, 0), model.kind());
         let hidden = model.forward_hidden(&ids, &positions, &attn, Some(&mut cache));
         let mut logits = model.logits(&hidden.narrow(1, l - 1, 1).squeeze_dim(1));
         let mut next_pos = positions.narrow(1, l - 1, 1).squeeze_dim(1) + 1;
@@ -215,7 +216,7 @@ impl Job<'_> {
             }
             let n = active.len() as i64;
             key_mask = Tensor::cat(&[&key_mask, &Tensor::ones([n, 1], (Kind::Bool, device))], 1);
-            let attn = additive_mask(&key_mask, 1, cache.len(), model.kind());
+            let attn = AttnMask::from_bool(&bool_mask(&key_mask, 1, cache.len()), model.kind());
             let hidden = model.forward_hidden(
                 &step_tokens.view([n, 1]),
                 &next_pos.view([n, 1]),

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 use serde_json::json;
@@ -80,30 +80,13 @@ pub fn kind_from_torch_dtype(name: &str) -> Result<Kind, ModelError> {
     }
 }
 
-pub(crate) fn read_file(path: &Path, out: &mut Vec<(String, Tensor)>) -> Result<(), ModelError> {
-    let file = std::fs::File::open(path).map_err(|e| ModelError::io(path, e))?;
-    // SAFETY: the file is opened read-only and only read while the map is alive;
-    // checkpoints are not expected to be modified concurrently.
-    let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| ModelError::io(path, e))?;
-    let st = SafeTensors::deserialize(&mmap)
-        .map_err(|e| ModelError::Weights(format!("{}: {e}", path.display())))?;
-    for (name, view) in st.tensors() {
-        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        let kind = kind_of(view.dtype())?;
-        let tensor = Tensor::f_from_data_size(view.data(), &shape, kind)?;
-        out.push((name, tensor));
-    }
-    Ok(())
-}
-
-/// Reads all tensors of the checkpoint in `dir` onto the CPU:
-/// `model.safetensors`, or every shard listed in `model.safetensors.index.json`.
-pub fn read_weights(dir: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
-    let mut out = Vec::new();
+/// The files holding the checkpoint in `dir`: `model.safetensors`, or every shard
+/// listed in `model.safetensors.index.json`.
+fn checkpoint_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     let single = dir.join(SINGLE_FILE);
     let index = dir.join(INDEX_FILE);
     if single.is_file() {
-        read_file(&single, &mut out)?;
+        Ok(vec![single])
     } else if index.is_file() {
         let text = std::fs::read_to_string(&index).map_err(|e| ModelError::io(&index, e))?;
         let value: serde_json::Value = serde_json::from_str(&text)
@@ -115,15 +98,83 @@ pub fn read_weights(dir: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
                 ModelError::Weights(format!("{}: no `weight_map` object", index.display()))
             })?;
         let files: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
-        for file in files {
-            read_file(&dir.join(file), &mut out)?;
-        }
+        Ok(files.into_iter().map(|f| dir.join(f)).collect())
     } else {
-        return Err(ModelError::Weights(format!(
+        Err(ModelError::Weights(format!(
             "{}: neither {SINGLE_FILE} nor {INDEX_FILE} found",
             dir.display()
-        )));
+        )))
     }
+}
+
+/// Calls `f(name, tensor)` for every tensor of one safetensors file. The tensors
+/// share one private (copy-on-write) memory map of the file that torch owns and
+/// unmaps when the last of them is dropped: nothing is read or copied here, pages
+/// are read on first use, and writes to a tensor never reach the file. A tensor
+/// whose bytes are not aligned for its dtype is copied instead.
+fn visit_file(
+    path: &Path,
+    f: &mut dyn FnMut(&str, Tensor) -> Result<(), ModelError>,
+) -> Result<(), ModelError> {
+    let file = std::fs::File::open(path).map_err(|e| ModelError::io(path, e))?;
+    // SAFETY: the file is opened read-only and only read while the map is alive;
+    // checkpoints are not expected to be modified concurrently.
+    let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| ModelError::io(path, e))?;
+    let st = SafeTensors::deserialize(&mmap)
+        .map_err(|e| ModelError::Weights(format!("{}: {e}", path.display())))?;
+    let name = path
+        .to_str()
+        .ok_or_else(|| ModelError::Weights(format!("{}: path is not UTF-8", path.display())))?;
+    let bytes = Tensor::f_from_file(name, false, mmap.len() as i64, (Kind::Uint8, Device::Cpu))?;
+    for (name, view) in st.tensors() {
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let kind = kind_of(view.dtype())?;
+        let data = view.data();
+        let offset = data.as_ptr() as usize - mmap.as_ptr() as usize;
+        let tensor = if offset.is_multiple_of(kind.elt_size_in_bytes()) {
+            bytes
+                .f_narrow(0, offset as i64, data.len() as i64)?
+                .f_view_dtype(kind)?
+                .f_view(shape.as_slice())?
+        } else {
+            Tensor::f_from_data_size(data, &shape, kind)?
+        };
+        f(&name, tensor)?;
+    }
+    Ok(())
+}
+
+/// Appends every tensor of one safetensors file to `out` (see [`for_each_tensor`]).
+pub(crate) fn read_file(path: &Path, out: &mut Vec<(String, Tensor)>) -> Result<(), ModelError> {
+    visit_file(path, &mut |name, tensor| {
+        out.push((name.to_string(), tensor));
+        Ok(())
+    })
+}
+
+/// Calls `f(name, tensor)` for every tensor of the checkpoint in `dir`
+/// (`model.safetensors`, or the shards of `model.safetensors.index.json`). The
+/// CPU tensors are views of a private memory map of each file, read lazily and
+/// without a copy; writing to one changes only this process's pages.
+pub fn for_each_tensor(
+    dir: &Path,
+    mut f: impl FnMut(&str, Tensor) -> Result<(), ModelError>,
+) -> Result<(), ModelError> {
+    for path in checkpoint_files(dir)? {
+        visit_file(&path, &mut f)?;
+    }
+    Ok(())
+}
+
+/// Reads all tensors of the checkpoint in `dir` onto the CPU:
+/// `model.safetensors`, or every shard listed in `model.safetensors.index.json`
+/// (memory-mapped views, see [`for_each_tensor`]).
+pub fn read_weights(dir: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
+    let mut out = Vec::new();
+    for_each_tensor(dir, |name, tensor| {
+        out.push((name.to_string(), tensor));
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -259,3 +259,48 @@ fn model_and_engine_can_move_to_another_thread() {
     .unwrap();
     assert!(!out[0].token_ids.is_empty());
 }
+
+#[test]
+fn loaded_weights_are_private_to_the_model_and_missing_ones_are_named() {
+    // `from_pretrained` maps the file copy-on-write: updating a loaded model must
+    // change neither the file nor another model loaded from it.
+    let tmp = tempfile::tempdir().unwrap();
+    init_tiny_model(Arch::Qwen2, TinySize::Tiny, tmp.path(), 0).unwrap();
+    let file = tmp.path().join("model.safetensors");
+    let bytes = std::fs::read(&file).unwrap();
+    let a = CausalLm::from_pretrained(tmp.path(), &cpu()).unwrap();
+    let b = CausalLm::from_pretrained(tmp.path(), &cpu()).unwrap();
+    let (ids, mask) = batch();
+    let before = tch::no_grad(|| b.forward(&ids, Some(&mask)).unwrap());
+    let mut opt = nn::Adam::default().build(a.var_store(), 1e-2).unwrap();
+    for _ in 0..2 {
+        let loss = -a.forward_logprobs(&ids, &mask).unwrap().mean(Kind::Float);
+        opt.backward_step(&loss);
+    }
+    let a_out = tch::no_grad(|| a.forward(&ids, Some(&mask)).unwrap());
+    assert!(
+        max_abs_diff(&a_out, &before) > 1e-3,
+        "training changed nothing"
+    );
+    let after = tch::no_grad(|| b.forward(&ids, Some(&mask)).unwrap());
+    assert_eq!(max_abs_diff(&after, &before), 0.0);
+    assert!(
+        std::fs::read(&file).unwrap() == bytes,
+        "the checkpoint file changed"
+    );
+    drop((a, b, opt));
+
+    // A checkpoint without one of the model's tensors is refused by name.
+    let model = CausalLm::from_pretrained(tmp.path(), &cpu()).unwrap();
+    let kept: Vec<(String, Tensor)> = skyrl_model::weights::read_weights(tmp.path())
+        .unwrap()
+        .into_iter()
+        .filter(|(name, _)| name != "model.norm.weight")
+        .collect();
+    let partial = tmp.path().join("partial");
+    std::fs::create_dir(&partial).unwrap();
+    model.config().save(&partial).unwrap();
+    skyrl_model::weights::write_weights(&partial, &kept, usize::MAX).unwrap();
+    let err = CausalLm::from_pretrained(&partial, &cpu()).unwrap_err();
+    assert!(err.to_string().contains("model.norm.weight"), "{err}");
+}

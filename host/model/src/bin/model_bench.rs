@@ -3,6 +3,11 @@
 //! (forward + backward of next-token log-probs).
 //!
 //! `cargo run --release -p skyrl-model --bin skyrl-model-bench -- --size tiny`
+//!
+//! With `--load-reps N` it only compares load times instead: `CausalLm::from_pretrained`
+//! and transformers' `AutoModelForCausalLM.from_pretrained` (fp32, CPU), each run `N`
+//! times, fastest of each printed with the ratio; `load+read` adds one read of every
+//! parameter (both sides map weights lazily, so this pages them in).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -53,6 +58,9 @@ struct Args {
     /// Measure only the Rust side.
     #[arg(long)]
     no_python: bool,
+    /// Only compare load times, each side loading the checkpoint this many times.
+    #[arg(long, default_value_t = 0)]
+    load_reps: usize,
 }
 
 fn main() -> Result<()> {
@@ -86,6 +94,9 @@ fn main() -> Result<()> {
             d
         }
     };
+    if args.load_reps > 0 {
+        return bench_load(&args, &dir, device);
+    }
     let model = CausalLm::from_pretrained(
         &dir,
         &LoadOptions {
@@ -124,6 +135,53 @@ fn main() -> Result<()> {
         "ratio rust/python: generate {:.2}x   train {:.2}x",
         rust_gen / py_gen,
         rust_train / py_train
+    );
+    Ok(())
+}
+
+/// Fastest of `--load-reps` loads on each side, and the ratio.
+fn bench_load(args: &Args, dir: &std::path::Path, device: Device) -> Result<()> {
+    let options = LoadOptions {
+        device,
+        kind: Kind::Float,
+    };
+    let (mut times, mut read_times) = (Vec::new(), Vec::new());
+    for _ in 0..args.load_reps {
+        let start = Instant::now();
+        let model = CausalLm::from_pretrained(dir, &options)?;
+        sync(device);
+        times.push(start.elapsed().as_secs_f64());
+        // One read of every parameter: pages in lazily mapped weights.
+        let _total: f64 = model
+            .var_store()
+            .trainable_variables()
+            .iter()
+            .map(|v| v.sum(Kind::Float).double_value(&[]))
+            .sum();
+        read_times.push(start.elapsed().as_secs_f64());
+        if times.len() == 1 {
+            println!("model: {} params={}", dir.display(), model.num_parameters());
+        }
+    }
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let (rust, rust_read) = (min(&times), min(&read_times));
+    println!("rust   : load {rust:.3} s (all: {times:.3?})   load+read {rust_read:.3} s");
+    if args.no_python {
+        return Ok(());
+    }
+    let py = bench_python(args, dir)?;
+    let python = py["load_seconds"].as_f64().context("python load_seconds")?;
+    let python_read = py["load_read_seconds"]
+        .as_f64()
+        .context("python load_read_seconds")?;
+    println!(
+        "python : load {python:.3} s (all: {})   load+read {python_read:.3} s",
+        py["load_all"]
+    );
+    println!(
+        "ratio rust/python: load {:.2}x   load+read {:.2}x",
+        rust / python,
+        rust_read / python_read
     );
     Ok(())
 }
@@ -214,6 +272,7 @@ fn bench_python(args: &Args, dir: &std::path::Path) -> Result<serde_json::Value>
         .args(["--train-batch", &args.train_batch.to_string()])
         .args(["--train-seq-len", &args.train_seq_len.to_string()])
         .args(["--iters", &args.iters.to_string()])
+        .args(["--load-reps", &args.load_reps.to_string()])
         .env("OMP_WAIT_POLICY", "PASSIVE")
         .output()
         .with_context(|| format!("running {}", python.display()))?;

@@ -5,7 +5,8 @@
 use tch::{Kind, Tensor};
 
 use super::kv::KvPool;
-use crate::model::{mask_value, CausalLm};
+use crate::layers::AttnMask;
+use crate::model::CausalLm;
 
 /// What one row of a forward feeds.
 pub struct Chunk<'a> {
@@ -87,8 +88,7 @@ pub fn forward_chunks(model: &CausalLm, pool: &KvPool, chunks: &[Chunk<'_>]) -> 
         .le_tensor(&q)
         .logical_and(&k.lt_tensor(&ends))
         .unsqueeze(1);
-    let mask = Tensor::zeros([b, 1, t, s], (model.kind(), device))
-        .masked_fill(&allowed.logical_not(), mask_value(model.kind()));
+    let mask = AttnMask::from_bool(&allowed, model.kind());
     let mut kv = pool.batch(&write, &read, b);
     let hidden = model.forward_hidden(&ids, &positions, &mask, Some(&mut kv));
     let h = hidden.size()[2];

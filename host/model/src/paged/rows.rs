@@ -17,7 +17,8 @@ use tch::{Kind, Tensor};
 use super::kv::KvPool;
 use super::SeqId;
 use crate::kv_cache::LayerKv;
-use crate::model::{mask_value, CausalLm};
+use crate::layers::AttnMask;
+use crate::model::CausalLm;
 
 /// Positions added beyond the longest row when the capacity must grow.
 const CAPACITY_STEP: usize = 128;
@@ -184,8 +185,7 @@ pub fn forward_decode(
     // Row b sees keys 0..=position_b.
     let ends = tensor(rows.iter().map(|r| r.position as i64 + 1).collect()).view([b, 1, 1, 1]);
     let k = Tensor::arange(keys_len, (Kind::Int64, device)).view([1, 1, 1, keys_len]);
-    let mask = Tensor::zeros([b, 1, 1, keys_len], (model.kind(), device))
-        .masked_fill(&k.ge_tensor(&ends), mask_value(model.kind()));
+    let mask = AttnMask::from_bool(&k.lt_tensor(&ends), model.kind());
     let mut store: Vec<RowLayer> = cache
         .keys
         .iter()
