@@ -5,17 +5,24 @@ Rust engine and HF transformers are measured side by side; can also run alone:
 
   OMP_WAIT_POLICY=PASSIVE python bench/model_bench.py --model-dir DIR [--device cpu]
 
-Prints one JSON line: {"gen_tokens_per_s": .., "train_tokens_per_s": .., ...}.
+Prints one JSON line: {"gen_tokens_per_s": .., "train_tokens_per_s": .., "peak_rss_mib": .., ...}
+(peak_rss_mib: this process's ru_maxrss; --train-batch 0 skips training).
 With --load-reps N it only times `AutoModelForCausalLM.from_pretrained` (fp32, CPU)
 N times and prints {"load_seconds": <fastest>, "load_all": [...], "load_read_seconds": ..}
 (load_read: the load plus one read of every parameter, which pages in lazily mapped weights).
 """
 import argparse
 import json
+import resource
 import time
 
 import torch
 from transformers import AutoModelForCausalLM
+
+
+def peak_rss_mib():
+    """Peak resident set of this process (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main():
@@ -77,6 +84,13 @@ def main():
     gen_s = (time.perf_counter() - t) / args.iters
     assert out.shape[1] == args.prompt_len + args.gen_tokens
 
+    gen_tok_s = args.batch * args.gen_tokens / gen_s
+    if args.train_batch == 0:
+        print(json.dumps({"gen_tokens_per_s": gen_tok_s, "gen_seconds": gen_s,
+                          "train_tokens_per_s": None, "peak_rss_mib": peak_rss_mib(),
+                          "torch": torch.__version__}))
+        return
+
     # Training: forward + backward of the mean next-token log-prob.
     model.train()
     ids = torch.randint(3, vocab, (args.train_batch, args.train_seq_len), device=dev)
@@ -99,10 +113,11 @@ def main():
     train_s = (time.perf_counter() - t) / args.iters
 
     print(json.dumps({
-        "gen_tokens_per_s": args.batch * args.gen_tokens / gen_s,
+        "gen_tokens_per_s": gen_tok_s,
         "gen_seconds": gen_s,
         "train_tokens_per_s": args.train_batch * args.train_seq_len / train_s,
         "train_seconds": train_s,
+        "peak_rss_mib": peak_rss_mib(),
         "torch": torch.__version__,
     }))
 

@@ -8,6 +8,10 @@
 //! and transformers' `AutoModelForCausalLM.from_pretrained` (fp32, CPU), each run `N`
 //! times, fastest of each printed with the ratio; `load+read` adds one read of every
 //! parameter (both sides map weights lazily, so this pages them in).
+//!
+//! Each side also reports its peak resident memory (VmHWM / ru_maxrss), and the
+//! last line is `result-json {...}` with every number, for scripts
+//! (`bench/real_size.sh`). `--train-batch 0` skips training on both sides.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -116,19 +120,28 @@ fn main() -> Result<()> {
         args.threads
     );
     let (rust_gen, rust_train) = bench_rust(model, &args, device)?;
-    println!("rust   : generate {rust_gen:>10.1} tok/s   train {rust_train:>10.1} tok/s");
+    let rust_rss = peak_rss_mib();
+    println!(
+        "rust   : generate {rust_gen:>10.1} tok/s   train {rust_train:>10.1} tok/s   peak RSS {rust_rss:.0} MiB"
+    );
+    let mut result = serde_json::json!({
+        "rust": {"gen_tokens_per_s": rust_gen, "train_tokens_per_s": rust_train,
+                 "peak_rss_mib": rust_rss},
+        "threads": args.threads,
+    });
     if args.no_python {
+        println!("result-json {result}");
         return Ok(());
     }
     let py = bench_python(&args, &dir)?;
     let py_gen = py["gen_tokens_per_s"]
         .as_f64()
         .context("python gen_tokens_per_s")?;
-    let py_train = py["train_tokens_per_s"]
-        .as_f64()
-        .context("python train_tokens_per_s")?;
+    // null when training was skipped (--train-batch 0)
+    let py_train = py["train_tokens_per_s"].as_f64().unwrap_or(f64::NAN);
     println!(
-        "python : generate {py_gen:>10.1} tok/s   train {py_train:>10.1} tok/s   (torch {})",
+        "python : generate {py_gen:>10.1} tok/s   train {py_train:>10.1} tok/s   peak RSS {:.0} MiB   (torch {})",
+        py["peak_rss_mib"].as_f64().unwrap_or(f64::NAN),
         py["torch"]
     );
     println!(
@@ -136,6 +149,8 @@ fn main() -> Result<()> {
         rust_gen / py_gen,
         rust_train / py_train
     );
+    result["python"] = py;
+    println!("result-json {result}");
     Ok(())
 }
 
@@ -186,6 +201,19 @@ fn bench_load(args: &Args, dir: &std::path::Path, device: Device) -> Result<()> 
     Ok(())
 }
 
+/// Peak resident set of this process in MiB (`VmHWM` in /proc/self/status;
+/// NaN where that file is missing).
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
 fn sync(device: Device) {
     if let Device::Cuda(i) = device {
         tch::Cuda::synchronize(i as i64);
@@ -220,6 +248,10 @@ fn bench_rust(model: CausalLm, args: &Args, device: Device) -> Result<(f64, f64)
     sync(device);
     let gen_s = start.elapsed().as_secs_f64() / args.iters as f64;
 
+    let gen_tok_s = (args.batch * args.gen_tokens) as f64 / gen_s;
+    if args.train_batch == 0 {
+        return Ok((gen_tok_s, f64::NAN));
+    }
     let model = engine.model();
     let ids = Tensor::randint_low(
         3,
@@ -246,7 +278,7 @@ fn bench_rust(model: CausalLm, args: &Args, device: Device) -> Result<(f64, f64)
     sync(device);
     let train_s = start.elapsed().as_secs_f64() / args.iters as f64;
     Ok((
-        (args.batch * args.gen_tokens) as f64 / gen_s,
+        gen_tok_s,
         (args.train_batch * args.train_seq_len) as f64 / train_s,
     ))
 }
