@@ -5,7 +5,7 @@
 # (fwd+bwd+clip+AdamW) against torch.optim.AdamW single-tensor and fused, and the peak
 # RSS of every process. See bench/README.md ("Real model sizes").
 #
-#   bench/real_size.sh [--with-500m] [--iters N] [--threads N]
+#   bench/real_size.sh [--with-500m | --only-500m] [--iters N] [--threads N]
 #
 # Env: PROMPT_LEN, GEN_TOKENS (32 each), TRAIN_BATCH (8), TRAIN_SEQ_LEN (128), ITERS
 # (timed iterations per measurement, 2), THREADS (1), SKYRL_PYTHON.
@@ -14,11 +14,13 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 WITH_500M=0
+ONLY_500M=0
 ITERS=${ITERS:-2}
 THREADS=${THREADS:-1}
 while [ $# -gt 0 ]; do
     case "$1" in
         --with-500m) WITH_500M=1 ;;
+        --only-500m) ONLY_500M=1 ;;
         --iters) ITERS=$2; shift ;;
         --threads) THREADS=$2; shift ;;
         -h|--help) sed -n 2,12p "$0"; exit 0 ;;
@@ -58,6 +60,7 @@ json_last() {
 
 SIZES=(100m)
 [ "$WITH_500M" = 1 ] && SIZES+=(500m)
+[ "$ONLY_500M" = 1 ] && SIZES=(500m)
 for size in "${SIZES[@]}"; do
     dir=$TMP/$size
     echo "== $size: writing the random-init checkpoint" >&2
