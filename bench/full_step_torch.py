@@ -22,6 +22,19 @@ import torch
 from transformers import AutoModelForCausalLM
 
 
+def peak_rss_mib():
+    """Peak resident set of this process in MiB: VmHWM of /proc/self/status. Not
+    ru_maxrss, which on Linux keeps the parent's peak at the fork across exec."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-dir", required=True)
@@ -67,7 +80,7 @@ def main():
         "tokens_per_s": tokens / total,
         "fwd_bwd_seconds": fb,
         "optimizer_seconds": total - fb,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
         "params": sum(p.numel() for p in params),
         "torch": torch.__version__,
     }))

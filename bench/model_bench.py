@@ -6,7 +6,7 @@ Rust engine and HF transformers are measured side by side; can also run alone:
   OMP_WAIT_POLICY=PASSIVE python bench/model_bench.py --model-dir DIR [--device cpu]
 
 Prints one JSON line: {"gen_tokens_per_s": .., "train_tokens_per_s": .., "peak_rss_mib": .., ...}
-(peak_rss_mib: this process's ru_maxrss; --train-batch 0 skips training).
+(peak_rss_mib: this process's VmHWM; --train-batch 0 skips training).
 With --load-reps N it only times `AutoModelForCausalLM.from_pretrained` (fp32, CPU)
 N times and prints {"load_seconds": <fastest>, "load_all": [...], "load_read_seconds": ..}
 (load_read: the load plus one read of every parameter, which pages in lazily mapped weights).
@@ -21,7 +21,16 @@ from transformers import AutoModelForCausalLM
 
 
 def peak_rss_mib():
-    """Peak resident set of this process (ru_maxrss is in KiB on Linux)."""
+    """Peak resident set of this process in MiB: VmHWM of /proc/self/status. Not
+    ru_maxrss, which on Linux keeps the parent's peak at the fork across exec (this
+    script runs as a child of the Rust bench)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
