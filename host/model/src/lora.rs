@@ -152,20 +152,24 @@ impl LoraSpec {
                 self.rank
             )));
         }
-        if !self.alpha.is_finite() || self.alpha <= 0.0 {
-            return Err(ModelError::Lora(format!(
-                "alpha must be positive, got {}",
-                self.alpha
-            )));
+        match scale_problems(self.alpha, self.dropout).into_iter().next() {
+            Some((key, message)) => Err(ModelError::Lora(format!("{key} {message}"))),
+            None => Ok(()),
         }
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(ModelError::Lora(format!(
-                "dropout must be in [0, 1), got {}",
-                self.dropout
-            )));
-        }
-        Ok(())
     }
+}
+
+/// What is wrong with `alpha` and `dropout`, as `(key, message)` pairs
+/// (`("alpha", "must be positive, got 0")`); empty when both are usable.
+pub fn scale_problems(alpha: f64, dropout: f64) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    if !alpha.is_finite() || alpha <= 0.0 {
+        problems.push(("alpha", format!("must be positive, got {alpha}")));
+    }
+    if !(0.0..1.0).contains(&dropout) {
+        problems.push(("dropout", format!("must be in [0, 1), got {dropout}")));
+    }
+    problems
 }
 
 /// One projection's adapter, as the decoder layer runs it.
@@ -310,7 +314,7 @@ impl LoraState {
     }
 
     /// Dropout on (training forward) or off (log-probs, generation).
-    pub fn set_training(&self, on: bool) {
+    pub(crate) fn set_training(&self, on: bool) {
         self.training.store(on, Ordering::Relaxed);
     }
 

@@ -323,12 +323,17 @@ impl CausalLm {
         self.lora.as_ref()
     }
 
-    /// LoRA dropout on (a training forward) or off; without adapters the
-    /// model has no dropout and this does nothing.
-    pub fn set_training(&self, on: bool) {
-        if let Some(lora) = &self.lora {
-            lora.set_training(on);
-        }
+    /// Runs `f` (a training forward) with LoRA dropout on, and turns it off
+    /// again afterwards; without adapters the model has no dropout and this
+    /// only runs `f`.
+    pub fn with_training<T>(&self, f: impl FnOnce() -> T) -> T {
+        let Some(lora) = &self.lora else {
+            return f();
+        };
+        lora.set_training(true);
+        let out = f();
+        lora.set_training(false);
+        out
     }
 
     /// What an optimizer trains: the adapters (PEFT key names) with LoRA,

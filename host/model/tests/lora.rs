@@ -188,9 +188,8 @@ fn dropout_is_active_only_in_training_mode() {
     let (ids, mask) = batch();
     let eval = || tch::no_grad(|| model.forward(&ids, Some(&mask)).unwrap());
     assert_eq!(max_abs_diff(&eval(), &eval()), 0.0);
-    model.set_training(true);
-    let (a, b) = (eval(), eval());
-    model.set_training(false);
+    let (a, b) = model.with_training(|| (eval(), eval()));
+    assert_eq!(max_abs_diff(&eval(), &eval()), 0.0, "dropout stayed on");
     assert!(
         max_abs_diff(&a, &b) > 0.0,
         "dropout did not act while training"

@@ -310,19 +310,10 @@ impl LoraConfig {
     /// Problems with these keys under `section` (`trainer.policy.model.lora`),
     /// whether or not LoRA is on (a bad value is a mistake either way).
     pub fn problems(&self, section: &str) -> Vec<String> {
-        let mut e = Vec::new();
-        if !self.alpha.is_finite() || self.alpha <= 0.0 {
-            e.push(format!(
-                "{section}.alpha must be positive, got {}",
-                self.alpha
-            ));
-        }
-        if !(0.0..1.0).contains(&self.dropout) {
-            e.push(format!(
-                "{section}.dropout must be in [0, 1), got {}",
-                self.dropout
-            ));
-        }
+        let mut e: Vec<String> = skyrl_model::lora::scale_problems(self.alpha, self.dropout)
+            .into_iter()
+            .map(|(key, message)| format!("{section}.{key} {message}"))
+            .collect();
         if let Err(err) = skyrl_model::LoraInit::parse(&self.init_method) {
             e.push(format!("{section}.init_method: {err}"));
         }

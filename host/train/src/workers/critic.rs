@@ -139,10 +139,9 @@ impl CriticWorker {
                 let mut s = start;
                 while s < start + len {
                     let rows = micro.min(start + len - s);
-                    self.model.set_training(true);
-                    let values = self.response_values(batch, s, rows);
-                    self.model.set_training(false);
-                    let values = values?;
+                    let values = self
+                        .model
+                        .with_training(|| self.response_values(batch, s, rows))?;
                     let (loss, frac) = critic_value_loss(
                         &values,
                         &old_values.narrow(0, s, rows),

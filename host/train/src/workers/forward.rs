@@ -40,10 +40,23 @@ pub struct TrainingForward<'m> {
     pub checkpoints: Option<LayerCheckpoints<'m>>,
 }
 
-/// [`response_logprobs`] for training, with entropy; `checkpointing`
-/// recomputes each decoder layer in the backward
+/// [`response_logprobs`] for training (LoRA dropout on), with entropy;
+/// `checkpointing` recomputes each decoder layer in the backward
 /// (`trainer.gradient_checkpointing`).
 pub fn training_forward<'m>(
+    model: &'m CausalLm,
+    batch: &TrainingBatch,
+    start: i64,
+    len: i64,
+    temperature: f64,
+    checkpointing: bool,
+) -> Result<TrainingForward<'m>> {
+    model.with_training(|| {
+        forward_for_training(model, batch, start, len, temperature, checkpointing)
+    })
+}
+
+fn forward_for_training<'m>(
     model: &'m CausalLm,
     batch: &TrainingBatch,
     start: i64,

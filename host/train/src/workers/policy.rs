@@ -356,7 +356,6 @@ impl PolicyWorker {
         let a = settings.algorithm;
         let (s, rows) = (micro.start, micro.rows);
         let mask = data.batch.response_mask.narrow(0, s, rows);
-        self.model.set_training(true);
         let fwd = training_forward(
             &self.model,
             data.batch,
@@ -364,9 +363,7 @@ impl PolicyWorker {
             rows,
             settings.temperature,
             self.settings.gradient_checkpointing,
-        );
-        self.model.set_training(false);
-        let fwd = fwd?;
+        )?;
         let (lp, ent) = (fwd.logprobs, fwd.entropy);
         let old = data.old_logprobs.narrow(0, s, rows);
         let rollout = data.batch.rollout_logprobs.narrow(0, s, rows);

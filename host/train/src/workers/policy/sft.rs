@@ -50,7 +50,6 @@ impl PolicyWorker {
         self.zero_grad();
         let mut local = 0.0;
         for mb in micro_batches {
-            self.model.set_training(true);
             let fwd = training_forward(
                 &self.model,
                 mb,
@@ -58,9 +57,7 @@ impl PolicyWorker {
                 mb.rows(),
                 1.0,
                 self.settings.gradient_checkpointing,
-            );
-            self.model.set_training(false);
-            let fwd = fwd?;
+            )?;
             let lp = fwd.logprobs;
             let (old, zeros) = (lp.detach(), lp.zeros_like());
             let out = actor_loss(
