@@ -10,7 +10,8 @@ use serde_json::json;
 use skyrl_rollout::PluginSet;
 use skyrl_runtime::{Plugin, PluginEngine};
 use skyrl_train::config::{load_config_str, SkyrlConfig};
-use skyrl_train::trainer::{TrainOptions, Trainer};
+use skyrl_train::metrics::StepMetrics;
+use skyrl_train::trainer::{RunSummary, TrainOptions, Trainer};
 use tch::Tensor;
 
 fn repo() -> PathBuf {
@@ -102,19 +103,44 @@ fn params(trainer: &Trainer) -> Vec<(String, Tensor)> {
     v
 }
 
+/// Options of a quiet run of at most `n` steps.
+fn steps(n: u64) -> TrainOptions {
+    TrainOptions {
+        progress: false,
+        max_steps: Some(n),
+        ..Default::default()
+    }
+}
+
+/// Trains one step under `dir` with `args`, then resumes from its checkpoint
+/// for one more: the resumed trainer and its run (the second step).
+fn resume_after_one_step(dir: &Path, args: &[&str]) -> (Trainer, RunSummary) {
+    trainer(config(dir, args)).run(&steps(1)).unwrap();
+    let mut resume = args.to_vec();
+    resume.push("trainer.resume_mode=latest");
+    let mut resumed = trainer(config(dir, &resume));
+    let run = resumed.run(&steps(1)).unwrap();
+    (resumed, run)
+}
+
+/// A resumed step equals the uninterrupted one in `keys` (1e-5 relative).
+fn assert_same_step(uninterrupted: &StepMetrics, resumed: &StepMetrics, keys: &[&str]) {
+    for &key in keys {
+        let (a, b) = (uninterrupted[key], resumed[key]);
+        assert!(
+            (a - b).abs() <= 1e-5 * a.abs().max(1.0),
+            "{key}: uninterrupted {a} vs resumed {b}"
+        );
+    }
+}
+
 #[test]
 fn two_steps_have_finite_metrics_and_write_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let dumps = ["trainer.dump_data_batch=true", "trainer.hf_save_interval=2"];
     let mut trainer = trainer(config(dir.path(), &dumps));
     let before = params(&trainer);
-    let summary = trainer
-        .run(&TrainOptions {
-            progress: false,
-            max_steps: Some(2),
-            ..Default::default()
-        })
-        .unwrap();
+    let summary = trainer.run(&steps(2)).unwrap();
     assert_eq!(summary.final_step, 2);
     assert_eq!(summary.steps.len(), 2);
     for m in &summary.steps {
@@ -253,36 +279,26 @@ fn resume_reproduces_the_next_step() {
     // Reference: two uninterrupted steps.
     let full_dir = tempfile::tempdir().unwrap();
     let mut full = trainer(config(full_dir.path(), &[]));
-    let opts = |n| TrainOptions {
-        progress: false,
-        max_steps: Some(n),
-        ..Default::default()
-    };
-    let full_run = full.run(&opts(2)).unwrap();
+    let full_run = full.run(&steps(2)).unwrap();
     let full_params = params(&full);
 
     // One step, stop, then resume for one more.
     let dir = tempfile::tempdir().unwrap();
     let mut first = trainer(config(dir.path(), &[]));
-    first.run(&opts(1)).unwrap();
+    first.run(&steps(1)).unwrap();
     drop(first);
     let mut resumed = trainer(config(dir.path(), &["trainer.resume_mode=latest"]));
     assert_eq!(resumed.global_step(), 1);
-    let resumed_run = resumed.run(&opts(1)).unwrap();
+    let resumed_run = resumed.run(&steps(1)).unwrap();
     assert_eq!(resumed_run.start_step, 1);
     assert_eq!(resumed_run.final_step, 2);
     assert!(resumed_run.resumed_from.is_some());
 
-    let a = &full_run.steps[1];
-    let b = &resumed_run.steps[0];
-    for key in ["reward/mean", "loss", "grad_norm", "response_length/mean"] {
-        assert!(
-            (a[key] - b[key]).abs() <= 1e-5 * a[key].abs().max(1.0),
-            "{key}: uninterrupted {} vs resumed {}",
-            a[key],
-            b[key]
-        );
-    }
+    assert_same_step(
+        &full_run.steps[1],
+        &resumed_run.steps[0],
+        &["reward/mean", "loss", "grad_norm", "response_length/mean"],
+    );
     let resumed_params = params(&resumed);
     for ((name, x), (_, y)) in full_params.iter().zip(&resumed_params) {
         let diff = (x - y).abs().max().double_value(&[]);
@@ -308,13 +324,7 @@ fn kl_in_reward_uses_the_reference_and_checkpoints_the_coefficient() {
         ],
     );
     let mut trainer = trainer(cfg);
-    let run = trainer
-        .run(&TrainOptions {
-            progress: false,
-            max_steps: Some(2),
-            ..Default::default()
-        })
-        .unwrap();
+    let run = trainer.run(&steps(2)).unwrap();
     let m = &run.steps[1];
     // Step 2 runs after one update, so the policy differs from the reference.
     assert!(m["kl_in_reward/mean_kl"] > 0.0);
@@ -331,14 +341,9 @@ fn kl_in_reward_uses_the_reference_and_checkpoints_the_coefficient() {
     assert!(state["kl_ctrl_value"].as_f64().is_some());
 }
 
-fn run_steps(cfg: SkyrlConfig, steps: u64) -> (Trainer, skyrl_train::trainer::RunSummary) {
+fn run_steps(cfg: SkyrlConfig, n: u64) -> (Trainer, RunSummary) {
     let mut t = trainer(cfg);
-    let summary = t
-        .run(&TrainOptions {
-            max_steps: Some(steps),
-            ..Default::default()
-        })
-        .unwrap();
+    let summary = t.run(&steps(n)).unwrap();
     (t, summary)
 }
 
@@ -445,12 +450,7 @@ fn step_wise_trajectories_train_one_sample_per_turn() {
         ],
     );
     let mut t = trainer_with(cfg, envs);
-    let s = t
-        .run(&TrainOptions {
-            max_steps: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+    let s = t.run(&steps(1)).unwrap();
     let m = &s.steps[0];
     // One sample per turn of the 4 prompts x 4 samples.
     assert_eq!(m["train/samples"], 16.0 * m["num_turns/mean"], "{m:?}");
@@ -464,13 +464,9 @@ fn with_generator(envs: &mut PluginSet, name: &str) {
     envs.set_generator(plugin);
 }
 
-fn one_step(cfg: SkyrlConfig, envs: PluginSet) -> skyrl_train::trainer::RunSummary {
+fn one_step(cfg: SkyrlConfig, envs: PluginSet) -> RunSummary {
     let mut t = trainer_with(cfg, envs);
-    t.run(&TrainOptions {
-        max_steps: Some(1),
-        ..Default::default()
-    })
-    .unwrap()
+    t.run(&steps(1)).unwrap()
 }
 
 #[test]
@@ -602,19 +598,14 @@ fn update_ref_every_epoch_copies_the_policy_and_survives_resume() {
         "trainer.eval_interval=-1",
         "trainer.ckpt_interval=1",
     ];
-    let opts = |n| TrainOptions {
-        progress: false,
-        max_steps: Some(n),
-        ..Default::default()
-    };
 
     let mut on = base.to_vec();
     on.push("trainer.update_ref_every_epoch=true");
     let mut t = trainer(config(dir.path(), &on));
-    t.run(&opts(1)).unwrap();
+    t.run(&steps(1)).unwrap();
     // Mid-epoch: the reference is still the initial model.
     assert!(max_diff(t.policy(), t.reference().unwrap()) > 0.0);
-    t.run(&opts(1)).unwrap();
+    t.run(&steps(1)).unwrap();
     // End of epoch 0: the reference is the policy.
     assert_eq!(max_diff(t.policy(), t.reference().unwrap()), 0.0);
     let ref_after_epoch0: Vec<_> = t
@@ -640,7 +631,7 @@ fn update_ref_every_epoch_copies_the_policy_and_survives_resume() {
         assert_eq!((x - y).abs().max().double_value(&[]), 0.0, "{n}");
     }
     // The last epoch's end does not update it.
-    r.run(&opts(2)).unwrap();
+    r.run(&steps(2)).unwrap();
     assert_eq!(r.global_step(), 4);
     assert!(max_diff(r.policy(), r.reference().unwrap()) > 0.0);
 
@@ -654,7 +645,7 @@ fn update_ref_every_epoch_copies_the_policy_and_survives_resume() {
         .into_iter()
         .map(|(n, x)| (n, x.copy()))
         .collect();
-    off.run(&opts(2)).unwrap();
+    off.run(&steps(2)).unwrap();
     for ((n, x), (_, y)) in off
         .reference()
         .unwrap()
@@ -703,13 +694,7 @@ fn dynamic_sampling_fills_the_batch_with_groups_that_have_signal() {
             dir.path(),
             &[ds.as_str(), "trainer.eval_interval=-1"],
         ));
-        let s = t
-            .run(&TrainOptions {
-                progress: false,
-                max_steps: Some(1),
-                ..Default::default()
-            })
-            .unwrap();
+        let s = t.run(&steps(1)).unwrap();
         let m = &s.steps[0];
         assert!(m["dynamic_sampling/batches"] >= 1.0, "{kind}");
         assert!(
@@ -746,14 +731,9 @@ fn gae_trains_a_critic_that_checkpoints_and_resumes_exactly() {
         "trainer.critic_mini_batch_size=2",
         "trainer.eval_interval=-1",
     ];
-    let opts = |n| TrainOptions {
-        progress: false,
-        max_steps: Some(n),
-        ..Default::default()
-    };
     let full_dir = tempfile::tempdir().unwrap();
     let mut full = trainer(config(full_dir.path(), &gae));
-    let full_run = full.run(&opts(2)).unwrap();
+    let full_run = full.run(&steps(2)).unwrap();
     for m in &full_run.steps {
         for k in [
             "critic/loss",
@@ -782,19 +762,12 @@ fn gae_trains_a_critic_that_checkpoints_and_resumes_exactly() {
 
     // Stop after one step and resume: the second step (critic included) is the same.
     let dir = tempfile::tempdir().unwrap();
-    trainer(config(dir.path(), &gae)).run(&opts(1)).unwrap();
-    let mut resume = gae.to_vec();
-    resume.push("trainer.resume_mode=latest");
-    let resumed = trainer(config(dir.path(), &resume)).run(&opts(1)).unwrap();
-    let (a, b) = (&full_run.steps[1], &resumed.steps[0]);
-    for k in ["critic/loss", "critic/values_mean", "loss", "grad_norm"] {
-        assert!(
-            (a[k] - b[k]).abs() <= 1e-5 * a[k].abs().max(1.0),
-            "{k}: {} vs resumed {}",
-            a[k],
-            b[k]
-        );
-    }
+    let (_, resumed) = resume_after_one_step(dir.path(), &gae);
+    assert_same_step(
+        &full_run.steps[1],
+        &resumed.steps[0],
+        &["critic/loss", "critic/values_mean", "loss", "grad_norm"],
+    );
 
     // A critic with another vocabulary is refused before training.
     let bad_dir = tempfile::tempdir().unwrap();
@@ -822,13 +795,7 @@ fn a_failing_algorithm_plugin_ends_the_run_with_its_last_checkpoint_intact() {
         ],
     );
     let mut t = trainer_with(cfg, envs_with_algorithm("bad", "bad_algorithm"));
-    let err = t
-        .run(&TrainOptions {
-            progress: false,
-            max_steps: Some(3),
-            ..Default::default()
-        })
-        .expect_err("the plugin traps in step 2");
+    let err = t.run(&steps(3)).expect_err("the plugin traps in step 2");
     let text = format!("{err:#}");
     assert!(text.contains("policy loss plugin `bad` failed"), "{text}");
     assert!(text.contains("trapped"), "{text}");
@@ -858,13 +825,7 @@ fn an_algorithm_plugin_estimator_gets_a_critic_when_its_model_is_set() {
         ],
     );
     let mut t = trainer_with(cfg, envs_with_algorithm("rs", "ppo_algorithms"));
-    let run = t
-        .run(&TrainOptions {
-            progress: false,
-            max_steps: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+    let run = t.run(&steps(1)).unwrap();
     let m = &run.steps[0];
     // The plugin's GAE returns were the critic's targets.
     assert!(
@@ -901,15 +862,10 @@ fn lora_trains_only_the_adapters_serves_merged_weights_and_resumes_exactly() {
         "trainer.policy.optimizer_config.lr=1e-2",
         "trainer.eval_interval=-1",
     ];
-    let opts = |n| TrainOptions {
-        progress: false,
-        max_steps: Some(n),
-        ..Default::default()
-    };
     let full_dir = tempfile::tempdir().unwrap();
     let mut full = trainer(config(full_dir.path(), &lora));
     let base = params(&full);
-    let full_run = full.run(&opts(2)).unwrap();
+    let full_run = full.run(&steps(2)).unwrap();
     // The base weights never move; the adapters do.
     for ((name, before), (_, after)) in base.iter().zip(params(&full)) {
         assert!(before.equal(&after), "base weight {name} changed");
@@ -966,20 +922,12 @@ fn lora_trains_only_the_adapters_serves_merged_weights_and_resumes_exactly() {
 
     // Stop after one step and resume: the second step is the same.
     let dir = tempfile::tempdir().unwrap();
-    trainer(config(dir.path(), &lora)).run(&opts(1)).unwrap();
-    let mut resume = lora.to_vec();
-    resume.push("trainer.resume_mode=latest");
-    let mut resumed = trainer(config(dir.path(), &resume));
-    let resumed_run = resumed.run(&opts(1)).unwrap();
-    let (a, b) = (&full_run.steps[1], &resumed_run.steps[0]);
-    for k in ["loss", "grad_norm", "reward/mean"] {
-        assert!(
-            (a[k] - b[k]).abs() <= 1e-5 * a[k].abs().max(1.0),
-            "{k}: {} vs resumed {}",
-            a[k],
-            b[k]
-        );
-    }
+    let (resumed, resumed_run) = resume_after_one_step(dir.path(), &lora);
+    assert_same_step(
+        &full_run.steps[1],
+        &resumed_run.steps[0],
+        &["loss", "grad_norm", "reward/mean"],
+    );
     for ((n, x), (_, y)) in adapters.iter().zip(resumed.policy().trainable_parameters()) {
         let d = (x - y).abs().max().double_value(&[]);
         assert!(d < 1e-5, "{n} differs by {d} after resume");
