@@ -14,25 +14,13 @@ Prints one JSON line: {"seconds_per_step", "tokens_per_s", "fwd_bwd_seconds",
 """
 import argparse
 import json
-import resource
 import statistics
 import time
 
 import torch
 from transformers import AutoModelForCausalLM
 
-
-def peak_rss_mib():
-    """Peak resident set of this process in MiB: VmHWM of /proc/self/status. Not
-    ru_maxrss, which on Linux keeps the parent's peak at the fork across exec."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from model_bench import peak_rss_mib  # bench/ is this script's directory
 
 
 def main():

@@ -15,21 +15,15 @@
 //! `result-json {...}`. Without `--model-dir` it runs one step on a random tiny
 //! model (the smoke test `cargo test --benches` runs).
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
+use common::{flag, median, number_flag, HP, MAX_NORM};
 use skyrl_model::{init_tiny_model, Arch, CausalLm, LoadOptions, LogprobOptions, TinySize};
-use skyrl_train::optim::{AdamW, AdamWParams, LrSchedule};
+use skyrl_train::optim::{AdamW, LrSchedule};
 use tch::{Device, Kind, Tensor};
-
-const HP: AdamWParams = AdamWParams {
-    lr: 1e-5,
-    beta1: 0.9,
-    beta2: 0.999,
-    eps: 1e-8,
-    weight_decay: 0.01,
-};
-const MAX_NORM: f64 = 1.0;
 
 /// Peak resident set of this process in MiB (`VmHWM`; NaN if unreadable).
 fn peak_rss_mib() -> f64 {
@@ -43,23 +37,10 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        argv.iter()
-            .position(|x| x == flag)
-            .and_then(|i| argv.get(i + 1))
-            .cloned()
-    };
-    let number = |flag: &str, default: i64| -> i64 {
-        value(flag).map_or(default, |v| v.parse().expect("a number"))
-    };
-    let model_dir = value("--model-dir").map(PathBuf::from);
+    let number = |name: &str, default: i64| number_flag(&argv, name).unwrap_or(default);
+    let model_dir = flag(&argv, "--model-dir").map(PathBuf::from);
     let smoke = model_dir.is_none();
     let batch = number("--batch", if smoke { 2 } else { 8 });
     let seq_len = number("--seq-len", if smoke { 16 } else { 128 });
@@ -106,7 +87,7 @@ fn main() -> anyhow::Result<()> {
         fb.push(a);
         total.push(b);
     }
-    let (fb, total) = (median(fb), median(total));
+    let (fb, total) = (median(&fb), median(&total));
     let tokens = (batch * seq_len) as f64;
     let rss = peak_rss_mib();
     println!(

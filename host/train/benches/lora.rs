@@ -11,8 +11,11 @@
 //! Run: `OMP_WAIT_POLICY=PASSIVE cargo bench -p skyrl-train --bench lora`
 //! (`-- --iters K` changes the number of timed steps, default 5).
 
+mod common;
+
 use std::time::Instant;
 
+use common::{median, number_flag};
 use skyrl_model::{
     init_tiny_model, Arch, CausalLm, LoadOptions, LogprobOptions, LoraInit, LoraSpec, ModelConfig,
     ModuleSelector, TinySize,
@@ -98,12 +101,6 @@ impl Run {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn mib(bytes: i64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
@@ -142,12 +139,7 @@ fn bench(name: &str, dir: &std::path::Path, vocab: i64, iters: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let iters = args
-        .iter()
-        .position(|a| a == "--iters")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let iters = number_flag(&args, "--iters").map_or(5, |n| n as usize);
     tch::set_num_threads(1);
     let tmp = tempfile::tempdir().expect("temp dir");
     println!(

@@ -20,17 +20,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use skyrl_train::optim::{AdamW, AdamWParams, LrSchedule};
-use tch::{Device, Kind, Tensor};
+mod common;
 
-const HP: AdamWParams = AdamWParams {
-    lr: 1e-5,
-    beta1: 0.9,
-    beta2: 0.999,
-    eps: 1e-8,
-    weight_decay: 0.01,
-};
-const MAX_NORM: f64 = 1.0;
+use common::{median, number_flag, HP, MAX_NORM};
+use skyrl_train::optim::{AdamW, LrSchedule};
+use tch::{Device, Kind, Tensor};
 
 /// The optimizer step before the fused kernels (commit b0a4f1b), verbatim
 /// in its arithmetic: the baseline.
@@ -115,11 +109,6 @@ fn shapes(hidden: i64, layers: i64, mlp: i64, vocab: i64) -> Vec<Vec<i64>> {
     s
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn python() -> PathBuf {
     std::env::var_os("SKYRL_PYTHON")
         .map(PathBuf::from)
@@ -154,12 +143,7 @@ fn torch_times(shapes: &[Vec<i64>], iters: usize) -> (f64, f64, f64) {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        argv.iter()
-            .position(|x| x == flag)
-            .and_then(|i| argv.get(i + 1))
-            .map(|v| v.parse::<i64>().expect("a number"))
-    };
+    let value = |flag: &str| number_flag(&argv, flag);
     let test = argv.iter().any(|x| x == "--test");
     let iters = value("--iters").unwrap_or(if test { 1 } else { 5 }) as usize;
     let layers = value("--layers").unwrap_or(if test { 1 } else { 12 });
@@ -204,7 +188,7 @@ fn main() {
         }
     }
     drop((old, new, params));
-    let (old, new) = (median(t_old), median(t_new));
+    let (old, new) = (median(&t_old), median(&t_new));
     let (single, foreach, fused) = torch_times(&shapes, iters);
     println!(
         "optimizer step (clip_grad_norm 1.0 + AdamW), {:.1}M fp32 parameters in {} tensors, 1 thread, median of {iters}",

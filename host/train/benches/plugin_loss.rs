@@ -15,10 +15,13 @@
 //! micro-batch (default 32 x 96 response tokens after a 32-token prompt) and
 //! the number of timed steps (default 10).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use common::{median, number_flag};
 use skyrl_model::{init_tiny_model, Arch, CausalLm, LoadOptions, TinySize};
 use skyrl_runtime::{Plugin, PluginEngine};
 use skyrl_train::algorithms::loss::{actor_loss, ActorBatch};
@@ -43,12 +46,7 @@ fn args() -> Args {
         iters: 10,
     };
     let argv: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        argv.iter()
-            .position(|x| x == flag)
-            .and_then(|i| argv.get(i + 1))
-            .map(|v| v.parse::<i64>().expect("a number"))
-    };
+    let value = |flag: &str| number_flag(&argv, flag);
     a.rows = value("--rows").unwrap_or(a.rows);
     a.response = value("--response").unwrap_or(a.response);
     a.iters = value("--iters").map(|v| v as usize).unwrap_or(a.iters);
@@ -169,12 +167,7 @@ fn time_pair(
             }
         }
     }
-    samples.map(|(mut s, mut l)| (median(&mut s), median(&mut l)))
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    samples.map(|(s, l)| (median(&s), median(&l)))
 }
 
 fn main() {
