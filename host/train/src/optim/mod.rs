@@ -223,23 +223,12 @@ impl LrSchedule {
 /// transformers' default `lr_end` of the polynomial schedule.
 const POLY_LR_END: f64 = 1e-7;
 
-/// Scales all gradients so their global L2 norm is at most `max_norm`
-/// (`clip_coef = max_norm / (norm + 1e-6)`, applied only when < 1).
-/// Returns the norm before clipping. Parameters without gradients are skipped.
-pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> f64 {
-    let _g = tch::no_grad_guard();
-    let grads: Vec<Tensor> = params
-        .iter()
-        .map(|p| p.grad())
-        .filter(|g| g.defined())
-        .collect();
-    clip_grads(&grads, max_norm)
-}
-
-/// [`clip_grad_norm`] of the gradients themselves: the norm is the square
-/// root of the sum of the squared per-tensor norms of one `_foreach_norm`
-/// (torch's norm of norms), combined in f64 so the same sum over shards
-/// gives the same norm on every rank; then one `_foreach_mul_` when clipping.
+/// Scales `grads` so their global L2 norm is at most `max_norm`
+/// (`clip_coef = max_norm / (norm + 1e-6)`, applied only when < 1) and
+/// returns the norm before clipping: the square root of the sum of the
+/// squared per-tensor norms of one `_foreach_norm` (torch's norm of norms),
+/// combined in f64 so the same sum over shards gives the same norm on every
+/// rank; then one `_foreach_mul_` when clipping.
 pub fn clip_grads(grads: &[Tensor], max_norm: f64) -> f64 {
     if grads.is_empty() {
         return 0.0;
@@ -264,12 +253,6 @@ pub fn sum_of_squares_many(tensors: &[Tensor]) -> f64 {
         .square()
         .sum(Kind::Double)
         .double_value(&[])
-}
-
-/// Sum of squares of `t`'s elements (its squared L2 norm, see
-/// [`sum_of_squares_many`]).
-pub fn sum_of_squares(t: &Tensor) -> f64 {
-    sum_of_squares_many(std::slice::from_ref(t))
 }
 
 /// `min(1, max_norm / (norm + 1e-6))`.

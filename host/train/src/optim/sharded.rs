@@ -6,11 +6,11 @@
 //! over ranks of the squared norms of the parameter pieces in each shard
 //! (one `_foreach_norm` per rank; at one rank exactly [`super::AdamW`]'s
 //! per-tensor norms). Each rank applies [`adam_update`] (the fused AdamW
-//! kernel) to its fp32 shard of the parameters with its shard of the moments, then the
-//! updated shards are all-gathered into every rank's parameters. Per rank
-//! that keeps `2 x numel / world` fp32 moments (plus an fp32 master shard
-//! when the parameters are bf16) instead of `2 x numel` (`3 x` in bf16), and
-//! no gradient between steps. fp32 parameters are their own master: the
+//! kernel) to its fp32 shard of the parameters with its shard of the
+//! moments, then the updated shards are all-gathered into every rank's
+//! parameters. Per rank that keeps `2 x numel / world` fp32 moments (plus an
+//! fp32 master shard when the parameters are bf16) instead of `2 x numel`
+//! (`3 x` in bf16), and no gradient between steps. fp32 parameters are their own master: the
 //! shard is read from them at each step.
 
 use std::collections::HashMap;
