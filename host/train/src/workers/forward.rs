@@ -40,9 +40,10 @@ pub struct TrainingForward<'m> {
     pub checkpoints: Option<LayerCheckpoints<'m>>,
 }
 
-/// [`response_logprobs`] for training (LoRA dropout on), with entropy;
+/// [`response_logprobs`] for training, with entropy and LoRA dropout on;
 /// `checkpointing` recomputes each decoder layer in the backward
-/// (`trainer.gradient_checkpointing`).
+/// (`trainer.gradient_checkpointing`) and so runs without dropout (the
+/// config refuses both together), or the recomputation would differ.
 pub fn training_forward<'m>(
     model: &'m CausalLm,
     batch: &TrainingBatch,
@@ -51,21 +52,9 @@ pub fn training_forward<'m>(
     temperature: f64,
     checkpointing: bool,
 ) -> Result<TrainingForward<'m>> {
-    model.with_training(|| {
-        forward_for_training(model, batch, start, len, temperature, checkpointing)
-    })
-}
-
-fn forward_for_training<'m>(
-    model: &'m CausalLm,
-    batch: &TrainingBatch,
-    start: i64,
-    len: i64,
-    temperature: f64,
-    checkpointing: bool,
-) -> Result<TrainingForward<'m>> {
     if !checkpointing {
-        let (logprobs, entropy) = response_logprobs(model, batch, start, len, temperature, true)?;
+        let (logprobs, entropy) = model
+            .with_training(|| response_logprobs(model, batch, start, len, temperature, true))?;
         return Ok(TrainingForward {
             logprobs,
             entropy,
