@@ -8,20 +8,12 @@ use std::collections::BTreeMap;
 
 use tch::{Kind, Tensor};
 
-use common::cpu;
+use common::{batch, cpu};
 use skyrl_model::{
     init_tiny_model, Arch, CausalLm, LayerCheckpoints, LogprobOptions, TinySize, TokenLogprobs,
 };
 
 const TOL: f64 = 1e-5;
-
-fn batch() -> (Tensor, Tensor) {
-    let ids = Tensor::from_slice(&[5i64, 9, 40, 41, 42, 7, 0, 0, 60, 61, 62, 63, 64, 65, 66, 67])
-        .view([2, 8]);
-    let mask =
-        Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]).view([2, 8]);
-    (ids, mask)
-}
 
 const OPTIONS: LogprobOptions = LogprobOptions {
     temperature: 0.7,

@@ -5,19 +5,11 @@ mod common;
 use tch::nn::OptimizerConfig;
 use tch::{nn, Kind, Tensor};
 
-use common::{cpu, max_abs_diff, perturbed_tiny};
+use common::{batch, cpu, max_abs_diff, perturbed_tiny};
 use skyrl_model::{
     init_tiny_model, save_checkpoint, Arch, CausalLm, LogprobOptions, ModelConfig, TinySize,
     Tokenizer,
 };
-
-fn batch() -> (Tensor, Tensor) {
-    let ids = Tensor::from_slice(&[5i64, 9, 40, 41, 42, 7, 0, 0, 60, 61, 62, 63, 64, 65, 66, 67])
-        .view([2, 8]);
-    let mask =
-        Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]).view([2, 8]);
-    (ids, mask)
-}
 
 #[test]
 fn save_and_reload_round_trips_including_shards() {

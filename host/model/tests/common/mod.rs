@@ -81,6 +81,16 @@ pub fn perturbed_tiny(arch: Arch, dir: &Path, seed: u64) -> CausalLm {
     model
 }
 
+/// Two rows of 8 token ids and their attention mask; the first row ends in
+/// two padding positions.
+pub fn batch() -> (Tensor, Tensor) {
+    let ids = Tensor::from_slice(&[5i64, 9, 40, 41, 42, 7, 0, 0, 60, 61, 62, 63, 64, 65, 66, 67])
+        .view([2, 8]);
+    let mask =
+        Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]).view([2, 8]);
+    (ids, mask)
+}
+
 /// Max absolute difference of two float tensors.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().double_value(&[])
