@@ -74,7 +74,7 @@ fn head(path: &str, hidden: &Tensor, weight: &Tensor, ids: &Tensor) -> (Tensor, 
             weight,
             &targets,
             OPTIONS.temperature,
-            default_logprob_chunk(VOCAB),
+            skyrl_torch_ops::HeadChunking::Recompute(default_logprob_chunk(VOCAB)),
             true,
         )
         .expect("chunked head");

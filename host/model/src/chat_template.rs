@@ -162,20 +162,75 @@ fn strftime_now(format: String) -> Result<Value, Error> {
     Ok(Value::from(format.replace("%s", &now.to_string())))
 }
 
-/// Removes the `{% generation %}` / `{% endgeneration %}` markers HF uses for
-/// assistant masks (they only wrap text).
-fn strip_generation_tags(template: &str) -> String {
-    let mut out = template.to_string();
-    for tag in ["generation", "endgeneration"] {
-        for open in ["{%", "{%-"] {
-            for close in ["%}", "-%}"] {
-                for space in [" ", ""] {
-                    out = out.replace(&format!("{open}{space}{tag}{space}{close}"), "");
-                }
+/// Marks the start of a `{% generation %}` block in the raw render (a Unicode
+/// noncharacter: never in text a tokenizer is meant to see).
+const GENERATION_START: char = '\u{FDD0}';
+/// Marks the end of a `{% generation %}` block in the raw render.
+const GENERATION_END: char = '\u{FDD1}';
+
+/// Rewrites HF's `{% generation %}` / `{% endgeneration %}` block tags (the
+/// assistant-mask markers of `return_assistant_tokens_mask`) into blocks that
+/// print a marker character, keeping each tag's whitespace control
+/// (`{%-`, `-%}`, and `trim_blocks`/`lstrip_blocks`, which act on block tags).
+fn mark_generation_tags(template: &str) -> String {
+    static TAG: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let tag = TAG.get_or_init(|| {
+        regex::Regex::new(r"\{%([-+]?)\s*(end)?generation\s*([-+]?)%\}").expect("static regex")
+    });
+    tag.replace_all(template, |c: &regex::Captures<'_>| {
+        let marker = match c.get(2) {
+            Some(_) => GENERATION_END,
+            None => GENERATION_START,
+        };
+        format!(
+            "{{%{} if true %}}{{{{ '{marker}' }}}}{{% endif {}%}}",
+            &c[1], &c[3]
+        )
+    })
+    .into_owned()
+}
+
+/// A render with the `{% generation %}` blocks' character ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkedRender {
+    /// The rendered text (markers removed).
+    pub text: String,
+    /// `[start, end)` character (not byte) ranges of the generation blocks.
+    pub generation_spans: Vec<(usize, usize)>,
+}
+
+/// Removes the generation markers from a raw render, recording their spans.
+fn split_markers(raw: &str) -> Result<MarkedRender, ModelError> {
+    let mut text = String::with_capacity(raw.len());
+    let mut spans = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut chars = 0usize;
+    for ch in raw.chars() {
+        match ch {
+            GENERATION_START if open.is_none() => open = Some(chars),
+            GENERATION_END if open.is_some() => {
+                spans.push((open.take().unwrap_or(chars), chars));
+            }
+            GENERATION_START | GENERATION_END => {
+                return Err(ModelError::Tokenizer(
+                    "chat template: {% generation %} blocks must not nest or end unopened".into(),
+                ))
+            }
+            _ => {
+                text.push(ch);
+                chars += 1;
             }
         }
     }
-    out
+    if open.is_some() {
+        return Err(ModelError::Tokenizer(
+            "chat template: a {% generation %} block is never closed".into(),
+        ));
+    }
+    Ok(MarkedRender {
+        text,
+        generation_spans: spans,
+    })
 }
 
 impl ChatTemplate {
@@ -194,7 +249,7 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned(TEMPLATE_NAME, strip_generation_tags(source))
+        env.add_template_owned(TEMPLATE_NAME, mark_generation_tags(source))
             .map_err(|e| ModelError::Tokenizer(format!("chat template does not compile: {e}")))?;
         Ok(ChatTemplate {
             env,
@@ -214,6 +269,20 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         extra: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Result<String, ModelError> {
+        Ok(self
+            .render_marked(messages, add_generation_prompt, extra)?
+            .text)
+    }
+
+    /// [`ChatTemplate::render`] plus the character spans of the template's
+    /// `{% generation %}` blocks (what transformers' `return_assistant_tokens_mask`
+    /// is computed from; none when the template has no such blocks).
+    pub fn render_marked<M: Serialize>(
+        &self,
+        messages: &[M],
+        add_generation_prompt: bool,
+        extra: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<MarkedRender, ModelError> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -237,9 +306,10 @@ impl ChatTemplate {
         ctx.insert("eos_token".into(), token(&self.eos_token));
         ctx.insert("pad_token".into(), token(&self.pad_token));
         ctx.insert("unk_token".into(), token(&self.unk_token));
-        template
+        let raw = template
             .render(Value::from_serialize(&ctx))
-            .map_err(|e| ModelError::Tokenizer(format!("rendering chat template: {e:#}")))
+            .map_err(|e| ModelError::Tokenizer(format!("rendering chat template: {e:#}")))?;
+        split_markers(&raw)
     }
 }
 
@@ -281,6 +351,35 @@ mod tests {
             .render(&[ChatMessage::new("user", "hi")], false, None)
             .unwrap();
         assert_eq!(out, r#"{"role": "user", "content": "hi"}<eos>"#);
+    }
+
+    #[test]
+    fn generation_blocks_give_char_spans_and_keep_whitespace_control() {
+        // trim_blocks drops the newline after a block tag, generation tags included
+        let t = ChatTemplate::new(
+            "{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' %}{% generation %}\n{{ m.content }}é{%- endgeneration %}{% else %}{{ m.content }}{% endif %}\n{% endfor %}",
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        let msgs = [
+            ChatMessage::new("user", "hi"),
+            ChatMessage::new("assistant", "ok"),
+            ChatMessage::new("user", "x"),
+            ChatMessage::new("assistant", "yes "),
+        ];
+        let out = t.render_marked(&msgs, false, None).unwrap();
+        assert_eq!(out.text, "<user>hi<assistant>oké<user>x<assistant>yes é");
+        let spans: Vec<String> = out
+            .generation_spans
+            .iter()
+            .map(|&(a, b)| out.text.chars().skip(a).take(b - a).collect())
+            .collect();
+        assert_eq!(spans, ["oké", "yes é"]);
+        let bad = ChatTemplate::new("{% generation %}x", None, None, None, None).unwrap();
+        assert!(bad.render_marked(&msgs, false, None).is_err());
     }
 
     #[test]

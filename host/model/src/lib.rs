@@ -20,6 +20,7 @@ pub mod chat_template;
 pub mod checkpointing;
 pub mod chunked_logprobs;
 pub mod config;
+pub mod custom_templates;
 pub mod engine;
 pub mod error;
 pub mod hub;
@@ -37,10 +38,11 @@ pub mod weights;
 
 use std::path::{Path, PathBuf};
 
-pub use chat_template::{ChatMessage, ChatTemplate};
+pub use chat_template::{ChatMessage, ChatTemplate, MarkedRender};
 pub use checkpointing::LayerCheckpoints;
-pub use chunked_logprobs::default_logprob_chunk;
+pub use chunked_logprobs::{default_logprob_chunk, LOGPROB_KEEP_ELEMENTS};
 pub use config::{Arch, ModelConfig, TokenIds};
+pub use custom_templates::{custom_chat_template, CUSTOM_CHAT_TEMPLATE_NAMES};
 pub use engine::{
     BatchRequest, EngineSettings, InferenceEngine, MixedRequest, SampleStream, SeqId, SeqRequest,
     SeqUpdate,

@@ -25,6 +25,7 @@ pub struct Tokenizer {
     bos_token: Option<String>,
     eos_token: Option<String>,
     pad_token: Option<String>,
+    unk_token: Option<String>,
     files: Vec<(String, Vec<u8>)>,
 }
 
@@ -99,7 +100,7 @@ impl Tokenizer {
                     bos_token.clone(),
                     eos_token.clone(),
                     pad_token.clone(),
-                    unk_token,
+                    unk_token.clone(),
                 )
             })
             .transpose()?;
@@ -119,6 +120,7 @@ impl Tokenizer {
             bos_token,
             eos_token,
             pad_token,
+            unk_token,
             files,
         })
     }
@@ -236,6 +238,64 @@ impl Tokenizer {
     ) -> Result<Vec<i64>, ModelError> {
         let text = self.apply_chat_template_with(messages, add_generation_prompt, extra)?;
         self.encode(&text, false)
+    }
+
+    /// Compiles another chat template (a custom rollout template, a file)
+    /// with this tokenizer's special tokens, for the `*_using` methods.
+    pub fn compile_chat_template(&self, source: &str) -> Result<ChatTemplate, ModelError> {
+        ChatTemplate::new(
+            source,
+            self.bos_token.clone(),
+            self.eos_token.clone(),
+            self.pad_token.clone(),
+            self.unk_token.clone(),
+        )
+    }
+
+    /// [`Tokenizer::encode_chat_with`] through `template` instead of the
+    /// model's own (`apply_chat_template(..., chat_template=...)`).
+    pub fn encode_chat_using<M: Serialize>(
+        &self,
+        template: &ChatTemplate,
+        messages: &[M],
+        add_generation_prompt: bool,
+        extra: Option<&serde_json::Map<String, Value>>,
+    ) -> Result<Vec<i64>, ModelError> {
+        let text = template.render(messages, add_generation_prompt, extra)?;
+        self.encode(&text, false)
+    }
+
+    /// Token ids of the chat rendered by `template` and its assistant mask:
+    /// 1 on the tokens of the template's `{% generation %}` blocks, as
+    /// transformers' `apply_chat_template(..., return_assistant_tokens_mask=True)`
+    /// computes it (a block covers the tokens from the one holding its first
+    /// character to the one holding its last; a block starting past the end
+    /// of the tokens ends the marking).
+    pub fn encode_chat_assistant_mask<M: Serialize>(
+        &self,
+        template: &ChatTemplate,
+        messages: &[M],
+        add_generation_prompt: bool,
+        extra: Option<&serde_json::Map<String, Value>>,
+    ) -> Result<(Vec<i64>, Vec<u8>), ModelError> {
+        let render = template.render_marked(messages, add_generation_prompt, extra)?;
+        let enc = self
+            .inner
+            .encode_char_offsets(render.text.as_str(), false)
+            .map_err(|e| ModelError::Tokenizer(format!("encode: {e}")))?;
+        let ids: Vec<i64> = enc.get_ids().iter().map(|&id| id as i64).collect();
+        let mut mask = vec![0u8; ids.len()];
+        for &(start, end) in &render.generation_spans {
+            if end <= start {
+                continue;
+            }
+            let Some(first) = enc.char_to_token(start, 0) else {
+                break;
+            };
+            let last = enc.char_to_token(end - 1, 0).map_or(ids.len(), |t| t + 1);
+            mask[first..last.max(first)].iter_mut().for_each(|m| *m = 1);
+        }
+        Ok((ids, mask))
     }
 
     /// The wrapped `tokenizers` tokenizer.

@@ -222,3 +222,63 @@ fn rich_chat_template_matches_transformers() {
     let err = tokenizer.apply_chat_template(&bad, true).unwrap_err();
     assert!(err.to_string().contains("nested tool response"), "{err}");
 }
+
+/// A template whose generation tags use whitespace control and sit before
+/// newlines that `trim_blocks` removes.
+const TRIMMED_GENERATION_TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}{% generation %}\n{{ m.content }}  {%- endgeneration %}\n{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}";
+
+#[test]
+fn custom_templates_and_assistant_masks_match_transformers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    skyrl_model::init_tiny_model(Arch::Qwen2, skyrl_model::TinySize::Tiny, &dir, 1).unwrap();
+    let templates = [
+        skyrl_model::custom_chat_template("qwen3_with_thinking").unwrap(),
+        skyrl_model::custom_chat_template("qwen3_without_thinking").unwrap(),
+        TRIMMED_GENERATION_TEMPLATE,
+    ];
+    let marked_chats = vec![
+        vec![
+            ChatMessage::new("user", "What is 2 + 3?"),
+            ChatMessage::new("assistant", "<think>\nadd them</think>\n\n5"),
+        ],
+        vec![
+            ChatMessage::new("system", "Answer with #### N."),
+            ChatMessage::new("user", "Natalia sold 48 clips. How many?"),
+            ChatMessage::new("assistant", "<think>48/2 = 24</think>\nSQL: SELECT 1"),
+            ChatMessage::new("user", "Observation: [(1,)] é"),
+            ChatMessage::new("assistant", "<think>done</think>#### 72"),
+            ChatMessage::new("user", "Next?"),
+        ],
+    ];
+    let reference = reference(
+        &dir,
+        &json!({"marked": {"templates": templates, "chats": marked_chats}}),
+    );
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    for (t, source) in templates.iter().enumerate() {
+        let template = tokenizer.compile_chat_template(source).unwrap();
+        for (c, chat) in marked_chats.iter().enumerate() {
+            let r = &reference["marked"][t][c];
+            let (ids, mask) = tokenizer
+                .encode_chat_assistant_mask(&template, chat, false, None)
+                .unwrap();
+            let want_ids: Vec<i64> = serde_json::from_value(r["ids"].clone()).unwrap();
+            let want_mask: Vec<u8> = serde_json::from_value(r["mask"].clone()).unwrap();
+            assert_eq!(ids, want_ids, "template {t}, chat {c}: ids");
+            assert_eq!(mask, want_mask, "template {t}, chat {c}: assistant mask");
+            assert!(
+                mask.contains(&1),
+                "template {t}, chat {c}: nothing masked in"
+            );
+            let gen_ids = tokenizer
+                .encode_chat_using(&template, chat, true, None)
+                .unwrap();
+            let want: Vec<i64> = serde_json::from_value(r["gen_ids"].clone()).unwrap();
+            assert_eq!(
+                gen_ids, want,
+                "template {t}, chat {c}: with generation prompt"
+            );
+        }
+    }
+}

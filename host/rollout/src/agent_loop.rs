@@ -8,19 +8,22 @@
 //! loss mask 0 and logprob 0. Response tokens have loss mask 1; the reward of a
 //! step sits on the last token of that turn. Env calls of a turn run
 //! concurrently on tokio's blocking threads, so the async side stays free.
+//! With a custom rollout chat template the loop keeps messages instead of
+//! tokens and re-tokenizes every turn ([`crate::retokenize`]).
 
 use std::collections::BTreeMap;
 
 use anyhow::Result;
 use serde_json::{json, Value};
 use skyrl_inference::RolloutEngine;
-use skyrl_model::{ChatMessage, Completion, SampleStream, Tokenizer};
+use skyrl_model::{ChatMessage, ChatTemplate, Completion, SampleStream, Tokenizer};
 use skyrl_runtime::{EnvInstance, Message};
 use tracing::warn;
 
 use crate::blocking::on_blocking_pool;
 use crate::output::{GeneratorOutput, GeneratorRequest, RolloutParams, ENV_ERROR};
 use crate::plugin_set::PluginSet;
+use crate::retokenize::{mask_runs, ChatHistory};
 
 /// Per-trajectory state during a rollout.
 struct Trajectory {
@@ -38,6 +41,8 @@ struct Trajectory {
     version: Option<u64>,
     /// Generated turns as `[start, end)` in `response_ids`.
     spans: Vec<(usize, usize)>,
+    /// The conversation, when a custom template re-tokenizes it every turn.
+    chat: Option<ChatHistory>,
 }
 
 impl Trajectory {
@@ -55,6 +60,7 @@ impl Trajectory {
             metrics: None,
             version: None,
             spans: Vec::new(),
+            chat: None,
         }
     }
 
@@ -166,9 +172,11 @@ fn raw_observation_ids(tokenizer: &Tokenizer, observations: &[Message]) -> Resul
     Ok(ids)
 }
 
-/// One turn's trajectories: indices into the call's trajectories.
+/// One turn's trajectories (indices into the call's trajectories) and
+/// their input token ids.
 struct Turn {
     active: Vec<usize>,
+    inputs: Vec<Vec<i64>>,
 }
 
 /// One generator call: its number (sessions are `<call>-<index>`), the env
@@ -180,25 +188,36 @@ pub(crate) struct AgentCall<'a> {
     pub tokenizer: &'a Tokenizer,
     pub requests: &'a [GeneratorRequest],
     pub params: &'a RolloutParams,
+    /// `generator.chat_template`'s custom template (retokenizing path).
+    pub chat_template: Option<&'a ChatTemplate>,
 }
 
 /// The built-in multi-turn loop (see the module docs).
 pub(crate) async fn agent_loop(c: &AgentCall<'_>) -> Result<GeneratorOutput> {
-    let mut trajs = start_envs(c.envs, c.tokenizer, c.requests, c.params).await?;
-    while let Some(turn) = next_turn(&mut trajs, c.params) {
+    let mut trajs = start_envs(c).await?;
+    while let Some(turn) = next_turn(c, &mut trajs)? {
         run_turn(c, &mut trajs, turn).await?;
+    }
+    if let Some(template) = c.chat_template {
+        retokenize_responses(c, template, &mut trajs)?;
     }
     Ok(collect_output(trajs, c.params, c.engine.version()))
 }
 
 /// Creates and initialises every env on the blocking pool; a failed init
 /// fails its trajectory only.
-async fn start_envs(
-    envs: &PluginSet,
-    tokenizer: &Tokenizer,
-    requests: &[GeneratorRequest],
-    params: &RolloutParams,
-) -> Result<Vec<Trajectory>> {
+async fn start_envs(c: &AgentCall<'_>) -> Result<Vec<Trajectory>> {
+    let (envs, tokenizer, requests, params) = (c.envs, c.tokenizer, c.requests, c.params);
+    let kwargs = Some(&params.chat_template_kwargs);
+    // The prompt's tokens: with a custom template, without the generation
+    // prompt (each turn re-renders the history with it), as skyrl-train.
+    let prompt_ids = |messages: &[Message]| -> Result<Vec<i64>> {
+        let chat = to_chat(messages);
+        Ok(match c.chat_template {
+            Some(t) => tokenizer.encode_chat_using(t, &chat, false, kwargs)?,
+            None => tokenizer.encode_chat_with(&chat, true, kwargs)?,
+        })
+    };
     let mut jobs = Vec::with_capacity(requests.len());
     for r in requests {
         let (plugin, config) = envs.get(&r.env_class)?;
@@ -222,14 +241,18 @@ async fn start_envs(
         let mut t = Trajectory::new(&r.env_class);
         match init {
             Ok((env, init)) => {
-                let kwargs = Some(&params.chat_template_kwargs);
-                t.prompt_ids = tokenizer.encode_chat_with(&to_chat(&init.prompt), true, kwargs)?;
+                t.prompt_ids = prompt_ids(&init.prompt)?;
+                t.chat = c
+                    .chat_template
+                    .map(|_| ChatHistory::new(to_chat(&init.prompt)));
                 t.env = Some(env);
             }
             Err(e) => {
                 // Keep a non-empty prompt so the batch stays rectangular.
-                let kwargs = Some(&params.chat_template_kwargs);
-                t.prompt_ids = tokenizer.encode_chat_with(&to_chat(&r.prompt), true, kwargs)?;
+                t.prompt_ids = prompt_ids(&r.prompt)?;
+                t.chat = c
+                    .chat_template
+                    .map(|_| ChatHistory::new(to_chat(&r.prompt)));
                 t.fail(&anyhow::Error::new(e));
             }
         }
@@ -238,36 +261,34 @@ async fn start_envs(
     Ok(trajs)
 }
 
-/// The trajectories that take another turn (stopping with `"length"` those
-/// over `max_input_length`); `None` when all are done.
-fn next_turn(trajs: &mut [Trajectory], params: &RolloutParams) -> Option<Turn> {
-    let mut active: Vec<usize> = Vec::new();
+/// The trajectories that take another turn and their inputs (stopping with
+/// `"length"` those over `max_input_length`); `None` when all are done.
+fn next_turn(c: &AgentCall<'_>, trajs: &mut [Trajectory]) -> Result<Option<Turn>> {
+    let (mut active, mut inputs) = (Vec::new(), Vec::new());
     for (i, t) in trajs.iter_mut().enumerate() {
         if t.stop_reason.is_some() {
             continue;
         }
-        if t.prompt_ids.len() + t.response_ids.len() > params.max_input_length {
+        let input = match (&t.chat, c.chat_template) {
+            (Some(chat), Some(template)) => {
+                chat.input_ids(c.tokenizer, template, &c.params.chat_template_kwargs)?
+            }
+            _ => [t.prompt_ids.as_slice(), &t.response_ids].concat(),
+        };
+        if input.len() > c.params.max_input_length {
             t.stop_reason = Some("length".into());
             continue;
         }
         active.push(i);
+        inputs.push(input);
     }
-    (!active.is_empty()).then_some(Turn { active })
+    Ok((!active.is_empty()).then_some(Turn { active, inputs }))
 }
 
 /// One turn: generate for every active trajectory as one batch, step their
 /// envs concurrently, append observations, close the envs that finished.
 async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> Result<()> {
-    let Turn { active } = turn;
-    let inputs: Vec<Vec<i64>> = active
-        .iter()
-        .map(|&i| {
-            let t = &trajs[i];
-            let mut ids = t.prompt_ids.clone();
-            ids.extend_from_slice(&t.response_ids);
-            ids
-        })
-        .collect();
+    let Turn { active, inputs } = turn;
     // Trajectory `i` samples from stream `i` (its row in the whole batch when
     // given) of a per-turn seed: reproducible for the same inputs, whoever
     // else is still active.
@@ -290,18 +311,21 @@ async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> 
         .generate(&inputs, &streams, &ctx.params.sampling, &sessions)
         .await?;
     let mut step_jobs = Vec::with_capacity(active.len());
-    let mut gen_reasons = Vec::with_capacity(active.len());
+    let mut generated = Vec::with_capacity(active.len());
     for (&i, c) in active.iter().zip(&completions) {
         let t = &mut trajs[i];
         let text = ctx.tokenizer.decode(&c.token_ids, true)?;
         let single = !ctx.params.conversation_multi_turn;
         t.add_generated(c, version, ctx.tokenizer.eos_token_id().filter(|_| single));
-        if let Some(eos) = eos_after_stop_str(ctx, c, &text) {
+        if let Some(eos) = eos_after_stop_str(ctx, c, &text).filter(|_| t.chat.is_none()) {
             t.add_observation(&[eos]);
         }
-        gen_reasons.push(c.stop_reason.as_str().to_string());
         let env = t.env.take().expect("active trajectories hold their env");
-        step_jobs.push((env, text));
+        step_jobs.push((env, text.clone()));
+        generated.push(Generated {
+            stop_reason: c.stop_reason.as_str().to_string(),
+            text,
+        });
     }
     let results = on_blocking_pool(step_jobs, |(mut env, text)| {
         let out = env.step(&text);
@@ -312,7 +336,7 @@ async fn run_turn(ctx: &AgentCall<'_>, trajs: &mut [Trajectory], turn: Turn) -> 
         (env, out, metrics)
     })
     .await;
-    let finished = apply_steps(ctx, trajs, &active, results, gen_reasons)?;
+    let finished = apply_steps(ctx, trajs, &active, results, generated)?;
     // Guest code runs off the async threads: WASI host calls (files,
     // clocks) block on tokio and must not run inside a worker.
     on_blocking_pool(finished, |mut env| {
@@ -337,6 +361,12 @@ fn eos_after_stop_str(ctx: &AgentCall<'_>, c: &Completion, text: &str) -> Option
     (on_stop_str && c.token_ids.last() != Some(&eos)).then_some(eos)
 }
 
+/// One turn's generation, as the env step needs it.
+struct Generated {
+    stop_reason: String,
+    text: String,
+}
+
 /// What stepping one env returned: the env, the step, and its metrics when done.
 type StepResult = (
     EnvInstance,
@@ -352,14 +382,19 @@ fn apply_steps(
     trajs: &mut [Trajectory],
     active: &[usize],
     results: Vec<StepResult>,
-    gen_reasons: Vec<String>,
+    generated: Vec<Generated>,
 ) -> Result<Vec<EnvInstance>> {
     let mut finished = Vec::new();
-    for ((&i, (env, out, metrics)), reason) in active.iter().zip(results).zip(gen_reasons) {
+    for ((&i, (env, out, metrics)), gen) in active.iter().zip(results).zip(generated) {
+        let reason = gen.stop_reason;
         let t = &mut trajs[i];
         let step = match out {
             Ok(s) => s,
             Err(e) => {
+                if let Some(chat) = &mut t.chat {
+                    // the turn was generated: it stays in the response
+                    chat.add_turn(&gen.text, ctx.tokenizer.eos_token(), Vec::new(), 0.0);
+                }
                 t.fail(&anyhow::Error::new(e));
                 continue;
             }
@@ -383,7 +418,26 @@ fn apply_steps(
                 t.close_single_message(eos);
             }
             t.stop_reason = Some(reason);
+            if let Some(chat) = &mut t.chat {
+                chat.add_turn(
+                    &gen.text,
+                    ctx.tokenizer.eos_token(),
+                    Vec::new(),
+                    step.reward as f32,
+                );
+            }
             finished.push(env);
+            continue;
+        }
+        if let Some(chat) = &mut t.chat {
+            let eos = ctx.tokenizer.eos_token();
+            chat.add_turn(
+                &gen.text,
+                eos,
+                to_chat(&step.observations),
+                step.reward as f32,
+            );
+            t.env = Some(env);
             continue;
         }
         let obs = match ctx.params.conversation_multi_turn {
@@ -394,6 +448,32 @@ fn apply_steps(
         t.env = Some(env);
     }
     Ok(finished)
+}
+
+/// The retokenizing path's responses: each trajectory's conversation after
+/// the prompt rendered by the custom template, the loss mask from its
+/// generation blocks, the last step's reward on the last token (0 for a
+/// failed env), zero log-probs, turns as the mask's runs.
+fn retokenize_responses(
+    c: &AgentCall<'_>,
+    template: &ChatTemplate,
+    trajs: &mut [Trajectory],
+) -> Result<()> {
+    for t in trajs.iter_mut() {
+        let Some(chat) = &t.chat else { continue };
+        let (ids, mask) = chat.response(c.tokenizer, template, &c.params.chat_template_kwargs)?;
+        let n = ids.len();
+        let failed = t.stop_reason.as_deref() == Some(ENV_ERROR);
+        t.rewards = vec![0.0; n];
+        if let (Some(last), false) = (t.rewards.last_mut(), failed) {
+            *last = chat.last_reward;
+        }
+        t.spans = mask_runs(&mask);
+        t.response_ids = ids;
+        t.loss_mask = mask;
+        t.logprobs = vec![0.0; n];
+    }
+    Ok(())
 }
 
 /// The call's output in request order: responses truncated to the total

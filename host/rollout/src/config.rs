@@ -116,6 +116,58 @@ pub struct ChatTemplateConfig {
     pub name_or_path: Option<String>,
 }
 
+/// Largest chat template file read (skyrl-train's limit).
+pub const MAX_CHAT_TEMPLATE_BYTES: u64 = 1024 * 1024;
+
+impl ChatTemplateConfig {
+    /// The rollout chat template this names: one of skyrl-train's named
+    /// templates (`source: name`) or a file's text (`source: file`, `~`
+    /// expanded, relative to the working directory); `None` when
+    /// `name_or_path` is null (the model's own template). Errors name the key.
+    pub fn resolve(&self) -> Result<Option<String>, String> {
+        let Some(name) = self.name_or_path.as_deref().filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        let key = "generator.chat_template.name_or_path";
+        match self.source.as_str() {
+            "name" => skyrl_model::custom_chat_template(name)
+                .map(|t| Some(t.to_string()))
+                .ok_or_else(|| {
+                    format!(
+                        "{key}: no chat template named `{name}`; known: {} (or set generator.chat_template.source=file)",
+                        skyrl_model::CUSTOM_CHAT_TEMPLATE_NAMES.join(", ")
+                    )
+                }),
+            "file" => {
+                let path = match name.strip_prefix("~/") {
+                    Some(rest) => std::env::var_os("HOME")
+                        .map(|h| std::path::PathBuf::from(h).join(rest))
+                        .unwrap_or_else(|| name.into()),
+                    None => name.into(),
+                };
+                let meta = std::fs::metadata(&path)
+                    .map_err(|e| format!("{key}: cannot read the template file {}: {e}", path.display()))?;
+                if !meta.is_file() {
+                    return Err(format!("{key}: {} is not a regular file", path.display()));
+                }
+                if meta.len() > MAX_CHAT_TEMPLATE_BYTES {
+                    return Err(format!(
+                        "{key}: {} is {} bytes, over the {MAX_CHAT_TEMPLATE_BYTES}-byte limit for a chat template",
+                        path.display(),
+                        meta.len()
+                    ));
+                }
+                std::fs::read_to_string(&path)
+                    .map(Some)
+                    .map_err(|e| format!("{key}: cannot read the template file {}: {e}", path.display()))
+            }
+            other => Err(format!(
+                "generator.chat_template.source must be `name` or `file`, got `{other}`"
+            )),
+        }
+    }
+}
+
 impl Default for ChatTemplateConfig {
     fn default() -> Self {
         Self {

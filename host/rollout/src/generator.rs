@@ -6,10 +6,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use skyrl_inference::RolloutEngine;
-use skyrl_model::Tokenizer;
+use skyrl_model::{ChatTemplate, Tokenizer};
 
 use crate::agent_loop::{agent_loop, AgentCall};
 use crate::blocking::on_blocking_pool;
@@ -23,6 +24,8 @@ pub struct Generator {
     pub envs: PluginSet,
     rubric: Option<Rubric>,
     custom: Option<CustomGenerator>,
+    /// `generator.chat_template`'s custom rollout template, compiled.
+    chat_template: Option<Arc<ChatTemplate>>,
     runtime: tokio::runtime::Runtime,
     /// Numbers calls, to name trajectories (`<call>-<index>`) for sticky routing.
     calls: AtomicU64,
@@ -41,6 +44,7 @@ impl Generator {
             envs,
             rubric: None,
             custom: None,
+            chat_template: None,
             runtime,
             calls: AtomicU64::new(0),
         })
@@ -59,8 +63,29 @@ impl Generator {
     }
 
     /// Generates rollouts with a generator plugin instead of the built-in loop.
-    pub fn set_custom(&mut self, custom: CustomGenerator) {
+    pub fn set_custom(&mut self, custom: CustomGenerator) -> Result<()> {
+        if self.chat_template.is_some() {
+            anyhow::bail!(
+                "generator.chat_template.name_or_path: a generator plugin renders its own chats; \
+                 a custom rollout template applies to the built-in loop only"
+            );
+        }
         self.custom = Some(custom);
+        Ok(())
+    }
+
+    /// Renders rollouts with a custom chat template (skyrl-train's
+    /// re-tokenizing path, see [`crate::retokenize`]) instead of the
+    /// model's own; not available with a generator plugin.
+    pub fn set_chat_template(&mut self, template: ChatTemplate) -> Result<()> {
+        if self.custom.is_some() {
+            anyhow::bail!(
+                "generator.chat_template.name_or_path: a generator plugin renders its own chats; \
+                 a custom rollout template applies to the built-in loop only"
+            );
+        }
+        self.chat_template = Some(Arc::new(template));
+        Ok(())
     }
 
     /// Composes every trajectory's reward with `rubric`.
@@ -123,6 +148,7 @@ impl Generator {
                     tokenizer,
                     requests,
                     params,
+                    chat_template: self.chat_template.as_deref(),
                 };
                 agent_loop(&call).await
             }

@@ -4,7 +4,8 @@
 //! over sandboxed env plugins ([`agent_loop`]), generator plugins that replace
 //! it ([`custom_generator`]), reward rubrics that compose plugin scores with
 //! the env reward ([`rubric`]), step-wise expansion of multi-turn
-//! trajectories ([`step_wise`]) and the per-plugin sandbox settings from the
+//! trajectories ([`step_wise`]), skyrl-train's re-tokenizing path for custom
+//! rollout chat templates, and the per-plugin sandbox settings from the
 //! config ([`sandbox`]). Its input is a list of [`GeneratorRequest`]s, its
 //! output a [`GeneratorOutput`] (skyrl's, in input order); the `generator` and
 //! `environment` config sections ([`config`]) are defined here.
@@ -21,6 +22,7 @@ pub mod custom_generator;
 pub mod generator;
 pub mod output;
 pub mod plugin_set;
+mod retokenize;
 pub mod rubric;
 pub mod sandbox;
 pub mod step_wise;

@@ -384,3 +384,107 @@ fn without_conversation_multi_turn_the_episode_is_one_assistant_message() {
         assert_eq!(out.rewards[i].len(), n);
     }
 }
+
+#[test]
+fn a_custom_chat_template_retokenizes_the_conversation_as_skyrl_train() {
+    let (engine, tok, mut generator, _dir) = setup();
+    let source = skyrl_model::custom_chat_template("qwen3_without_thinking").unwrap();
+    generator
+        .set_chat_template(tok.compile_chat_template(source).unwrap())
+        .unwrap();
+    let template = tok.compile_chat_template(source).unwrap();
+    let reqs: Vec<_> = ["gsm8k_multi_turn", "gsm8k_multi_turn", "good", "bad"]
+        .iter()
+        .map(|c| request(c))
+        .collect();
+    let out = generator
+        .generate(&engine, &tok, &reqs, &params(3, 4000))
+        .unwrap();
+    // The prompt is the custom template's render, without a generation prompt.
+    let prompt = [skyrl_model::ChatMessage::new(
+        "user",
+        "What is 8*9? End with #### ANSWER.",
+    )];
+    let want_prompt = tok
+        .encode_chat_using(&template, &prompt, false, None)
+        .unwrap();
+    let text = |ids: &[i64]| tok.decode(ids, false).unwrap();
+    for i in 0..reqs.len() {
+        assert_eq!(out.prompt_token_ids[i], want_prompt, "trajectory {i}");
+        let (ids, mask) = (&out.response_ids[i], &out.loss_masks[i]);
+        let n = ids.len();
+        assert_eq!((mask.len(), out.rewards[i].len()), (n, n));
+        assert_eq!(out.rollout_logprobs[i], vec![0.0; n], "no rollout logprobs");
+        // Every assistant turn is one `{% generation %}` run: its text and
+        // `<|im_end|>`, and nothing else is trained on.
+        assert_eq!(out.turn_spans[i].len(), out.num_turns[i], "trajectory {i}");
+        for &(a, b) in &out.turn_spans[i] {
+            assert!(text(&ids[a..b]).ends_with("<|im_end|>"));
+            assert!(text(&ids[..a]).ends_with("<|im_start|>assistant\n"));
+        }
+        let rendered = text(ids);
+        assert_eq!(
+            rendered.matches("<|im_start|>assistant\n").count(),
+            out.num_turns[i]
+        );
+        // Only the last step's reward, on the last token.
+        assert!(out.rewards[i][..n.saturating_sub(1)]
+            .iter()
+            .all(|&r| r == 0.0));
+    }
+    // gsm8k_multi_turn: 3 turns, the two observations in between as user
+    // messages (mask 0), the final one left out.
+    for i in 0..2 {
+        assert_eq!(out.num_turns[i], 3);
+        let rendered = text(&out.response_ids[i]);
+        assert_eq!(
+            rendered.matches("<|im_start|>user\n").count(),
+            2,
+            "{rendered}"
+        );
+        assert!(rendered.ends_with("<|im_end|>\n"), "{rendered}");
+    }
+    // `good` ends after one turn with reward 1 on the last token; `bad` traps.
+    assert_eq!(out.rewards[2].last(), Some(&1.0));
+    assert_eq!(out.stop_reasons[3], ENV_ERROR);
+    assert!(out.rewards[3].iter().all(|&r| r == 0.0));
+
+    // max_input_length is checked against each turn's re-rendered input:
+    // room for the first turn only.
+    let first = tok
+        .encode_chat_using(&template, &prompt, true, None)
+        .unwrap();
+    let reqs = vec![request("gsm8k_multi_turn")];
+    let out = generator
+        .generate(&engine, &tok, &reqs, &params(5, first.len() + 2))
+        .unwrap();
+    assert_eq!(
+        (out.num_turns[0], out.stop_reasons[0].as_str()),
+        (1, "length")
+    );
+}
+
+#[test]
+fn a_custom_chat_template_is_refused_with_a_generator_plugin() {
+    let (engine, tok, mut generator, _dir) = setup();
+    let tok = std::sync::Arc::new(tok);
+    let pe = PluginEngine::shared().unwrap();
+    let custom = skyrl_rollout::custom_generator::CustomGenerator::new(
+        plugin(&pe, "best_of_n"),
+        json!({}),
+        60.0,
+        std::sync::Arc::new(engine),
+        tok.clone(),
+    )
+    .unwrap();
+    generator.set_custom(custom).unwrap();
+    let source = skyrl_model::custom_chat_template("qwen3_with_thinking").unwrap();
+    let err = generator
+        .set_chat_template(tok.compile_chat_template(source).unwrap())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("generator.chat_template.name_or_path"),
+        "{err}"
+    );
+}

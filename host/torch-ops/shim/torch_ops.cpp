@@ -81,17 +81,23 @@ at::Tensor entropy_of(const at::Tensor& logp) {
 }
 
 // log p(target) (and entropy) per row, over chunks of rows of the LM head.
-// Keeps only hidden, the weight (both alive anyway), the targets and the
-// per-row logsumexp for the backward, which recomputes each chunk's logits.
+// Keeps hidden, the weight (both alive anyway), the targets and the per-row
+// logsumexp for the backward, which recomputes each chunk's logits; or, with
+// keep (one chunk of all rows), the [N, V] log-softmax itself, so that the
+// backward skips the recomputing matmul (for when [N, V] is cheap to hold).
 struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& hidden,
                                const at::Tensor& weight, const at::Tensor& targets,
-                               double temperature, int64_t chunk, bool with_entropy) {
+                               double temperature, int64_t chunk, bool with_entropy, bool keep) {
     const int64_t n = hidden.size(0);
+    if (keep) {
+      chunk = std::max<int64_t>(n, 1);
+    }
     const auto f32 = hidden.options().dtype(at::kFloat);
     at::Tensor lse = at::empty({n}, f32);
     at::Tensor logprobs = at::empty({n}, f32);
     at::Tensor entropy = with_entropy ? at::empty({n}, f32) : at::Tensor();
+    at::Tensor kept;
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t len = std::min(chunk, n - s);
       at::Tensor z = chunk_logits(hidden, weight, s, len, temperature);
@@ -99,11 +105,17 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       at::Tensor tgt = targets.narrow(0, s, len).unsqueeze(-1);
       logprobs.narrow(0, s, len).copy_((z.gather(-1, tgt) - l).squeeze(-1));
       lse.narrow(0, s, len).copy_(l.squeeze(-1));
+      if (with_entropy || keep) {
+        z.sub_(l);  // the chunk's log-softmax
+      }
       if (with_entropy) {
-        entropy.narrow(0, s, len).copy_(entropy_of(z.sub_(l)));
+        entropy.narrow(0, s, len).copy_(entropy_of(z));
+      }
+      if (keep) {
+        kept = z;
       }
     }
-    ctx->save_for_backward({hidden, weight, targets, lse});
+    ctx->save_for_backward({hidden, weight, targets, lse, kept});
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["chunk"] = chunk;
     ctx->set_materialize_grads(false);
@@ -119,6 +131,7 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     const at::Tensor& weight = saved[1];
     const at::Tensor& targets = saved[2];
     const at::Tensor& lse = saved[3];
+    const at::Tensor& kept = saved[4];
     const double temperature = ctx->saved_data["temperature"].toDouble();
     const int64_t chunk = ctx->saved_data["chunk"].toInt();
     const at::Tensor g_lp = grads[0];
@@ -127,7 +140,7 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     const bool any_ent = g_ent.defined();
     if (!any_lp && !any_ent) {
       return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-              at::Tensor()};
+              at::Tensor(), at::Tensor()};
     }
     const int64_t n = hidden.size(0);
     const bool want_hidden = ctx->needs_input_grad(0);
@@ -151,9 +164,11 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     }
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t len = std::min(chunk, n - s);
-      // log-softmax of the chunk, recomputed
-      at::Tensor logp = chunk_logits(hidden, weight, s, len, temperature)
-                            .sub_(lse.narrow(0, s, len).unsqueeze(-1));
+      // log-softmax of the chunk: kept from the forward (read only: the
+      // backward may run again under retain_graph) or recomputed
+      at::Tensor logp = kept.defined() ? kept.narrow(0, s, len)
+                                       : chunk_logits(hidden, weight, s, len, temperature)
+                                             .sub_(lse.narrow(0, s, len).unsqueeze(-1));
       at::Tensor p = logp.exp();
       // d logp_y / dz = onehot(y) - p; d H / dz = -p * (logp + H).
       // dz = -p * (g_lp + g_ent * (logp + H)) + g_lp * onehot(y)
@@ -162,7 +177,7 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
         at::Tensor ge = g_ent.narrow(0, s, len).unsqueeze(-1);
         // -sum(p * logp) per row as a batched dot product (no [c, V] temporary)
         at::Tensor ent = at::bmm(p.unsqueeze(1), logp.unsqueeze(2)).squeeze(-1).neg_();
-        coef = logp.add_(ent).mul_(ge);
+        coef = logp.add(ent).mul_(ge);
         if (any_lp) {
           coef.add_(g_lp.narrow(0, s, len).unsqueeze(-1));
         }
@@ -197,7 +212,8 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     } else if (want_weight && weight.scalar_type() != at::kFloat) {
       grad_weight = grad_weight.to(weight.scalar_type());
     }
-    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad_hidden, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -250,13 +266,13 @@ int skyrl_foreach_mul_scalar(void* const* ptrs, size_t n, double scalar, char** 
 }
 
 int skyrl_chunked_logprobs(const void* hidden, const void* weight, const void* targets,
-                           double temperature, int64_t chunk, int with_entropy,
+                           double temperature, int64_t chunk, int with_entropy, int keep,
                            void** logprobs, void** entropy, char** err) {
   return guard(err, [&] {
     const at::Tensor& h = tensor_ref(hidden);
     TORCH_CHECK(chunk > 0, "chunk must be positive, got ", chunk);
     auto out = ChunkedLogprobs::apply(h, tensor_ref(weight), tensor_ref(targets), temperature,
-                                      chunk, with_entropy != 0);
+                                      chunk, with_entropy != 0, keep != 0);
     *logprobs = give(out[0]);
     *entropy = with_entropy != 0 ? give(out[1]) : nullptr;
   });

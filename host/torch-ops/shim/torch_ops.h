@@ -43,9 +43,10 @@ int skyrl_foreach_mul_scalar(void* const* tensors, size_t n, double scalar, char
  * log-prob of the target = logit - logsumexp and, when with_entropy != 0,
  * the entropy of the softmax. *logprobs: [N] fp32; *entropy: [N] fp32 or
  * NULL. Differentiable in hidden and weight: the backward recomputes each
- * chunk's logits instead of keeping them. */
+ * chunk's logits instead of keeping them; with keep != 0, all N rows are one
+ * chunk whose [N, V] fp32 log-softmax is kept for the backward instead. */
 int skyrl_chunked_logprobs(const void* hidden, const void* weight, const void* targets,
-                           double temperature, int64_t chunk, int with_entropy,
+                           double temperature, int64_t chunk, int with_entropy, int keep,
                            void** logprobs, void** entropy, char** err);
 
 #ifdef __cplusplus

@@ -42,6 +42,7 @@ extern "C" {
         temperature: f64,
         chunk: i64,
         with_entropy: c_int,
+        keep: c_int,
         logprobs: *mut *mut c_void,
         entropy: *mut *mut c_void,
         err: *mut *mut c_char,

@@ -14,7 +14,7 @@ mod ffi;
 mod logprobs;
 mod multi_tensor;
 
-pub use logprobs::{chunked_logprobs, ChunkedLogprobs};
+pub use logprobs::{chunked_logprobs, ChunkedLogprobs, HeadChunking};
 pub use multi_tensor::{foreach_mul_, foreach_norm, fused_adamw_, AdamWStep};
 
 /// A failure inside libtorch (its message) or an argument the shim refuses.

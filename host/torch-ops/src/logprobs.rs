@@ -16,14 +16,30 @@ pub struct ChunkedLogprobs {
     pub entropy: Option<Tensor>,
 }
 
+/// How [`chunked_logprobs`] trades memory for time in its backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadChunking {
+    /// Rows a chunk at a time in both directions; the backward recomputes
+    /// each chunk's logits (one extra LM-head matmul), so at most a few
+    /// `[chunk, V]` blocks are ever alive.
+    Recompute(i64),
+    /// All rows as one chunk whose `[N, V]` fp32 log-softmax is kept for the
+    /// backward: no recomputation, `4·N·V` bytes held from forward to
+    /// backward (still one such tensor where the full-logits path keeps two
+    /// or three). For when `N·V` is small.
+    Keep,
+}
+
 /// Log-prob of `targets [N]` (int64) under `softmax(hidden @ weight^T / temperature)`
 /// for `hidden [N, H]` and LM-head `weight [V, H]`, and optionally each row's
-/// entropy, computed `chunk` rows at a time in fp32.
+/// entropy, computed in fp32 as `chunking` says.
 ///
-/// Differentiable in `hidden` and `weight` (a libtorch autograd Function):
-/// the forward keeps only each row's logsumexp, and the backward recomputes
-/// one chunk's logits at a time, so at most a `[chunk, V]` block of logits
-/// (and a few like it) is alive in either direction, never `[N, V]`.
+/// Differentiable in `hidden` and `weight` (a libtorch autograd Function).
+/// With [`HeadChunking::Recompute`] the forward keeps only each row's
+/// logsumexp, and the backward recomputes one chunk's logits at a time, so at
+/// most a `[chunk, V]` block of logits (and a few like it) is alive in either
+/// direction, never `[N, V]`; with [`HeadChunking::Keep`] the log-softmax is
+/// kept instead.
 ///
 /// When `weight` is an fp32 leaf (a parameter), the backward adds each
 /// chunk's weight gradient straight into `weight.grad` (creating it when
@@ -37,9 +53,13 @@ pub fn chunked_logprobs(
     weight: &Tensor,
     targets: &Tensor,
     temperature: f64,
-    chunk: i64,
+    chunking: HeadChunking,
     with_entropy: bool,
 ) -> Result<ChunkedLogprobs> {
+    let (chunk, keep) = match chunking {
+        HeadChunking::Recompute(chunk) => (chunk, false),
+        HeadChunking::Keep => (hidden.size().first().copied().unwrap_or(1).max(1), true),
+    };
     let (hs, ws, ts) = (hidden.size(), weight.size(), targets.size());
     if hs.len() != 2 || ws.len() != 2 || hs[1] != ws[1] || ts != [hs[0]] {
         return Err(TorchOpsError(format!(
@@ -70,6 +90,7 @@ pub fn chunked_logprobs(
                 temperature,
                 chunk,
                 c_int::from(with_entropy),
+                c_int::from(keep),
                 &mut lp,
                 &mut ent,
                 err,
@@ -87,6 +108,9 @@ pub fn chunked_logprobs(
 mod tests {
     use super::*;
     use tch::Device;
+
+    const R2: HeadChunking = HeadChunking::Recompute(2);
+    const R4: HeadChunking = HeadChunking::Recompute(4);
 
     /// The full-logits computation the chunked one replaces.
     fn full(h: &Tensor, w: &Tensor, y: &Tensor, temperature: f64) -> (Tensor, Tensor) {
@@ -122,22 +146,23 @@ mod tests {
         let (hf, wf) = leaves();
         let (lp_f, ent_f) = full(&hf, &wf, &y, temp);
         ((&lp_f * &g_lp).sum(Kind::Float) + (&ent_f * &g_ent).sum(Kind::Float)).backward();
-        for chunk in [1, 5, 23, 64] {
+        let chunkings = [1, 5, 23, 64]
+            .map(HeadChunking::Recompute)
+            .into_iter()
+            .chain([HeadChunking::Keep]);
+        for chunk in chunkings {
             let (hc, wc) = leaves();
             let out = chunked_logprobs(&hc, &wc, &y, temp, chunk, true).unwrap();
             let ent = out.entropy.unwrap();
-            assert!(
-                max_diff(&out.logprobs, &lp_f) < 1e-5,
-                "chunk {chunk} logprobs"
-            );
-            assert!(max_diff(&ent, &ent_f) < 1e-5, "chunk {chunk} entropy");
+            assert!(max_diff(&out.logprobs, &lp_f) < 1e-5, "{chunk:?} logprobs");
+            assert!(max_diff(&ent, &ent_f) < 1e-5, "{chunk:?} entropy");
             ((&out.logprobs * &g_lp).sum(Kind::Float) + (&ent * &g_ent).sum(Kind::Float))
                 .backward();
             let dh = max_diff(&hc.grad(), &hf.grad());
             let dw = max_diff(&wc.grad(), &wf.grad());
             assert!(
                 dh < 1e-5 && dw < 1e-5,
-                "chunk {chunk}: grads differ by {dh}, {dw}"
+                "{chunk:?}: grads differ by {dh}, {dw}"
             );
         }
     }
@@ -156,12 +181,18 @@ mod tests {
             w0.copy().set_requires_grad(true),
         );
         full(&hf, &wf, &y, 1.0).0.sum(Kind::Float).backward();
-        for with_entropy in [false, true] {
+        let cases = [false, true].into_iter().flat_map(|entropy| {
+            [
+                (entropy, HeadChunking::Recompute(4)),
+                (entropy, HeadChunking::Keep),
+            ]
+        });
+        for (with_entropy, chunking) in cases {
             let (hc, wc) = (
                 h0.copy().set_requires_grad(true),
                 w0.copy().set_requires_grad(true),
             );
-            let out = chunked_logprobs(&hc, &wc, &y, 1.0, 4, with_entropy).unwrap();
+            let out = chunked_logprobs(&hc, &wc, &y, 1.0, chunking, with_entropy).unwrap();
             assert_eq!(out.entropy.is_some(), with_entropy);
             out.logprobs.sum(Kind::Float).backward();
             assert!(max_diff(&hc.grad(), &hf.grad()) < 1e-5);
@@ -174,12 +205,12 @@ mod tests {
         let mut seed = w_leaf.zeros_like();
         let _ = seed.fill_(1.0);
         (&w_leaf * &seed).sum(Kind::Float).backward();
-        let out = chunked_logprobs(&h0, &(&w_leaf * 1.0), &y, 1.0, 4, false).unwrap();
+        let out = chunked_logprobs(&h0, &(&w_leaf * 1.0), &y, 1.0, R4, false).unwrap();
         out.logprobs.sum(Kind::Float).backward();
         assert!(max_diff(&(w_leaf.grad() - 1.0), &wf.grad()) < 1e-5);
         // a frozen head gets no gradient, the hidden states still do
         let (hc, wc) = (h0.copy().set_requires_grad(true), w0.copy());
-        let out = chunked_logprobs(&hc, &wc, &y, 1.0, 4, false).unwrap();
+        let out = chunked_logprobs(&hc, &wc, &y, 1.0, R4, false).unwrap();
         out.logprobs.sum(Kind::Float).backward();
         assert!(max_diff(&hc.grad(), &hf.grad()) < 1e-5);
         assert!(!wc.grad().defined());
@@ -190,10 +221,10 @@ mod tests {
         let opts = (Kind::Float, Device::Cpu);
         let (h, w) = (Tensor::zeros([3, 4], opts), Tensor::zeros([5, 4], opts));
         let y = Tensor::zeros([3], (Kind::Int64, Device::Cpu));
-        assert!(chunked_logprobs(&h, &w.tr(), &y, 1.0, 2, false).is_err());
-        assert!(chunked_logprobs(&h, &w, &y.narrow(0, 0, 2), 1.0, 2, false).is_err());
-        assert!(chunked_logprobs(&h, &w, &y, 0.0, 2, false).is_err());
-        assert!(chunked_logprobs(&h, &w, &y, 1.0, 0, false).is_err());
-        assert!(chunked_logprobs(&h, &w, &y.to_kind(Kind::Float), 1.0, 2, false).is_err());
+        assert!(chunked_logprobs(&h, &w.tr(), &y, 1.0, R2, false).is_err());
+        assert!(chunked_logprobs(&h, &w, &y.narrow(0, 0, 2), 1.0, R2, false).is_err());
+        assert!(chunked_logprobs(&h, &w, &y, 0.0, R2, false).is_err());
+        assert!(chunked_logprobs(&h, &w, &y, 1.0, HeadChunking::Recompute(0), false).is_err());
+        assert!(chunked_logprobs(&h, &w, &y.to_kind(Kind::Float), 1.0, R2, false).is_err());
     }
 }

@@ -275,7 +275,7 @@ fn generator_keys_are_passed_on_or_refused_by_name() {
         &ov(&[
             "generator.sampling_params.repetition_penalty=0",
             "generator.chat_template.source=url",
-            "generator.chat_template.name_or_path=/no/such/template.jinja",
+            "generator.chat_template.name_or_path=x.jinja",
             "generator.batched=true",
             "generator.max_turns=3",
             "generator.inference_engine.enable_http_endpoint=true",
@@ -292,7 +292,6 @@ fn generator_keys_are_passed_on_or_refused_by_name() {
     for needle in [
         "generator.sampling_params.repetition_penalty must be > 0",
         "generator.chat_template.source must be `name` or `file`",
-        "generator.chat_template.name_or_path (/no/such/template.jinja)",
         "generator.batched=true generates one turn",
         "generator.inference_engine.enable_http_endpoint=true is not supported yet",
         "generator.inference_engine.async_engine=false",
@@ -301,6 +300,65 @@ fn generator_keys_are_passed_on_or_refused_by_name() {
     ] {
         assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
     }
+}
+
+/// `generator.chat_template` as skyrl-train resolves it (its named templates
+/// or a file), with the combinations skyrl-train refuses refused by name.
+#[test]
+fn custom_rollout_chat_templates_resolve_or_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("t.jinja");
+    std::fs::write(&file, "{% for m in messages %}{{ m.content }}{% endfor %}").unwrap();
+    let file_arg = format!("generator.chat_template.name_or_path={}", file.display());
+    let load = |args: &[&str]| load_config_str("", "x", &ov(args));
+    for args in [
+        vec![
+            "generator.chat_template.name_or_path=qwen3_without_thinking",
+            "generator.sampling_params.logprobs=null",
+        ],
+        vec![
+            "generator.chat_template.source=file",
+            file_arg.as_str(),
+            "generator.sampling_params.logprobs=null",
+        ],
+    ] {
+        let cfg = load(&args).unwrap();
+        let text = cfg.generator.chat_template.resolve().unwrap().unwrap();
+        assert!(text.contains("for m"), "{args:?}");
+    }
+    let err = |args: &[&str]| load(args).unwrap_err().to_string();
+    let e = err(&["generator.chat_template.name_or_path=qwen4"]);
+    assert!(
+        e.contains("generator.chat_template.name_or_path: no chat template named `qwen4`")
+            && e.contains("qwen3_with_thinking"),
+        "{e}"
+    );
+    let e = err(&[
+        "generator.chat_template.source=file",
+        "generator.chat_template.name_or_path=/no/such/template.jinja",
+    ]);
+    assert!(
+        e.contains("cannot read the template file /no/such/template.jinja"),
+        "{e}"
+    );
+    let e = err(&[
+        "generator.chat_template.name_or_path=qwen3_with_thinking",
+        "generator.step_wise_trajectories=true",
+        "generator.batched=true",
+    ]);
+    for needle in [
+        "sampling_params.logprobs=null",
+        "does not support generator.step_wise_trajectories",
+        "does not support generator.batched=true",
+    ] {
+        assert!(e.contains(needle), "missing `{needle}` in:\n{e}");
+    }
+    let e = err(&[
+        "generator.chat_template.name_or_path=qwen3_with_thinking",
+        "generator.sampling_params.logprobs=null",
+        "generator.use_conversation_multi_turn=false",
+    ]);
+    assert!(e.contains("use_conversation_multi_turn=true"), "{e}");
 }
 
 #[test]

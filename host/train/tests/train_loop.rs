@@ -458,6 +458,31 @@ fn step_wise_trajectories_train_one_sample_per_turn() {
     assert!(m["loss"].is_finite() && m["grad_norm"].is_finite());
 }
 
+#[test]
+fn a_custom_rollout_chat_template_trains_on_retokenized_conversations() {
+    let dir = tempfile::tempdir().unwrap();
+    let multi = repo().join("artifacts/plugins/gsm8k_multi_turn.wasm");
+    let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &multi).unwrap();
+    let mut envs = PluginSet::default();
+    envs.insert("string_transform", plugin, json!({}));
+    let cfg = config(
+        dir.path(),
+        &[
+            "generator.chat_template.name_or_path=qwen3_without_thinking",
+            "generator.sampling_params.logprobs=null",
+            "generator.max_turns=2",
+            "generator.max_input_length=200",
+            "trainer.eval_interval=-1",
+            "trainer.ckpt_interval=-1",
+        ],
+    );
+    let mut t = trainer_with(cfg, envs);
+    let s = t.run(&steps(1)).unwrap();
+    let m = &s.steps[0];
+    assert_eq!(m["num_turns/mean"], 2.0, "{m:?}");
+    assert!(m["loss"].is_finite() && m["grad_norm"].is_finite(), "{m:?}");
+}
+
 fn with_generator(envs: &mut PluginSet, name: &str) {
     let wasm = repo().join(format!("artifacts/plugins/{name}.wasm"));
     let plugin = Plugin::load(&PluginEngine::shared().unwrap(), &wasm).unwrap();

@@ -23,7 +23,8 @@ use rand::{Rng, SeedableRng};
 use tch::{Device, Kind, Tensor};
 
 use skyrl_model::{
-    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, SamplingParams, TinySize,
+    init_tiny_model, Arch, CausalLm, InferenceEngine, LoadOptions, LogprobOptions, SamplingParams,
+    TinySize,
 };
 
 #[derive(Parser, Debug)]
@@ -261,8 +262,9 @@ fn bench_rust(model: CausalLm, args: &Args, device: Device) -> Result<(f64, f64)
     );
     let mask = ids.ones_like();
     let step = || -> Result<()> {
-        let lp = model.forward_logprobs(&ids, &mask)?;
-        let loss = -lp.mean(Kind::Float);
+        // the trainer's path: the chunked LM head with its default policy
+        let lp = model.forward_logprobs_chunked(&ids, &mask, &LogprobOptions::default(), None)?;
+        let loss = -lp.logprobs.mean(Kind::Float);
         loss.backward();
         for mut v in model.var_store().trainable_variables() {
             v.zero_grad();

@@ -3,9 +3,11 @@
 Usage: hf_reference.py MODEL_DIR REQUEST_JSON OUTPUT_JSON
 
 REQUEST_JSON: {"input_ids": [[..]], "attention_mask": [[..]],
-               "texts": [..], "chats": [[{role, content}, ..]], "tools": [...] | null}
+               "texts": [..], "chats": [[{role, content}, ..]], "tools": [...] | null,
+               "marked": {"templates": [..], "chats": [[..]]}}
 Writes {"logits": [[[..]]], "logprobs": [[..]], "encodings": [[..]], "decodings": [..],
-        "chat_renders": [{"gen": str, "no_gen": str, "ids": [..]}]}
+        "chat_renders": [{"gen": str, "no_gen": str, "ids": [..]}],
+        "marked": [[{"ids": [..], "mask": [..], "gen_ids": [..]} per chat] per template]}
 """
 import json
 import sys
@@ -51,6 +53,22 @@ def main():
             "ids": list(tok.apply_chat_template(chat, tokenize=True, add_generation_prompt=True, **kwargs)),
         })
     out["chat_renders"] = renders
+    marked = req.get("marked") or {"templates": [], "chats": []}
+    out["marked"] = []
+    for template in marked["templates"]:
+        rows = []
+        for chat in marked["chats"]:
+            enc = tok.apply_chat_template(
+                chat, chat_template=template, tokenize=True, return_dict=True,
+                return_assistant_tokens_mask=True, add_generation_prompt=False,
+            )
+            gen_ids = tok.apply_chat_template(
+                chat, chat_template=template, tokenize=True, return_dict=False,
+                add_generation_prompt=True,
+            )
+            rows.append({"ids": list(enc["input_ids"]), "mask": list(enc["assistant_masks"]),
+                         "gen_ids": list(gen_ids)})
+        out["marked"].append(rows)
     with open(out_path, "w") as f:
         json.dump(out, f)
 

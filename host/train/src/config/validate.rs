@@ -429,19 +429,25 @@ impl SkyrlConfig {
                 e.push(format!("{k}.repetition_penalty must be > 0 (1 disables)"));
             }
         }
-        let ct = &g.chat_template;
-        if ct.source != "name" && ct.source != "file" {
-            e.push(format!(
-                "generator.chat_template.source must be `name` or `file`, got `{}`",
-                ct.source
-            ));
-        }
-        if let Some(t) = &ct.name_or_path {
-            e.push(format!(
-                "generator.chat_template.name_or_path ({t}): custom rollout chat templates are not supported yet; \
-                 rollouts use the model's own template (tokenizer_config.json). Template variables such as \
-                 enable_thinking go in generator.chat_template_kwargs"
-            ));
+        match g.chat_template.resolve() {
+            Err(err) => e.push(err),
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                // skyrl-train's retokenizing path: the same combinations refused
+                let key = "generator.chat_template.name_or_path";
+                if !g.use_conversation_multi_turn {
+                    e.push(format!("{key} is used only with generator.use_conversation_multi_turn=true (as in skyrl-train, which ignores it otherwise)"));
+                }
+                if g.step_wise_trajectories {
+                    e.push(format!("{key} does not support generator.step_wise_trajectories (as in skyrl-train)"));
+                }
+                if g.batched {
+                    e.push(format!("{key} does not support generator.batched=true (skyrl-train's batched mode uses the model's template)"));
+                }
+                if g.sampling_params.logprobs.is_some() {
+                    e.push(format!("{key} re-tokenizes the chat every turn, so rollout log-probs do not line up with the trained tokens (skyrl-train raises the same): set generator.sampling_params.logprobs=null"));
+                }
+            }
         }
         if !g.use_conversation_multi_turn && g.step_wise_trajectories {
             e.push("generator.step_wise_trajectories does not support generator.use_conversation_multi_turn=false (as in skyrl-train)".into());

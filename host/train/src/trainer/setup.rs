@@ -280,7 +280,18 @@ fn start_rollouts(
             c.timeout_s,
             rollout.clone(),
             tokenizer.clone(),
-        )?);
+        )?)?;
+    }
+    if let Some(source) = cfg
+        .generator
+        .chat_template
+        .resolve()
+        .map_err(anyhow::Error::msg)?
+    {
+        let template = tokenizer
+            .compile_chat_template(&source)
+            .context("generator.chat_template.name_or_path")?;
+        generator.set_chat_template(template)?;
     }
     if let Some(client) = rollout.remote_client() {
         let wait = seconds(ie.engine_startup_timeout_s);
