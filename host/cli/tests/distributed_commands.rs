@@ -43,6 +43,7 @@ fn args(dir: &Path, steps: u64, strategy: &str, world: usize, extra: &[&str]) ->
         format!("trainer.strategy={strategy}"),
         format!("trainer.placement.policy_num_gpus_per_node={world}"),
         format!("trainer.placement.ref_num_gpus_per_node={world}"),
+        format!("trainer.placement.critic_num_gpus_per_node={world}"),
     ];
     a.extend(extra.iter().map(|s| s.to_string()));
     a
@@ -170,9 +171,24 @@ fn assert_same_run(a: &Path, b: &Path, steps: u64, what: &str) {
             );
         }
     }
-    let (wa, wb) = (weights(a, steps), weights(b, steps));
+    assert_same_weights(a, b, steps, what);
+}
+
+/// Every weight tensor of the step-`steps` checkpoints agrees (relative L2),
+/// except the key biases: a key bias shifts every score of a query alike, so
+/// softmax cancels it and its gradient is rounding noise, which AdamW's
+/// normalisation turns into lr-sized steps in any direction.
+fn assert_same_weights(a: &Path, b: &Path, steps: u64, what: &str) {
+    assert_same_tensors(&weights(a, steps), &weights(b, steps), what);
+}
+
+/// [`assert_same_weights`] on two loaded tensor maps.
+fn assert_same_tensors(wa: &BTreeMap<String, Tensor>, wb: &BTreeMap<String, Tensor>, what: &str) {
     assert_eq!(wa.len(), wb.len());
-    for (name, t) in &wa {
+    for (name, t) in wa {
+        if name.ends_with("k_proj.bias") {
+            continue;
+        }
         let u = &wb[name];
         let d = (t - u).norm().double_value(&[]) / t.norm().double_value(&[]).max(1e-12);
         assert!(
@@ -287,6 +303,52 @@ fn lora_on_two_ranks_trains_as_one_process() {
         .is_file());
 }
 
+/// PPO with a critic (`gae`) and DAPO's dynamic sampling on 2 ranks: every
+/// rank judges the whole generated batch alike and trains on its share, the
+/// replicated critic sums its gradients over the ranks: as one process.
+#[test]
+fn gae_with_dynamic_sampling_on_two_ranks_trains_as_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, two) = (tmp.path().join("one"), tmp.path().join("two"));
+    let extra = [
+        "trainer.algorithm.advantage_estimator=gae",
+        "trainer.algorithm.dynamic_sampling.type=filter",
+        "trainer.critic_mini_batch_size=2",
+        "trainer.critic.optimizer_config.lr=1e-3",
+    ];
+    run_single(&args(&one, 2, "ddp", 1, &extra));
+    run_ranks(2, &args(&two, 2, "ddp", 2, &extra));
+    assert_same_run(&one, &two, 2, "gae + dynamic sampling on 2 ranks");
+    let dropped: f64 = metrics(&two)
+        .iter()
+        .map(|m| m["dynamic_sampling/zero_variance_prompts"])
+        .sum();
+    // The filter was exercised: groups were dropped and more batches drawn.
+    assert!(dropped > 0.0, "no zero-variance group in the run");
+    for (x, y) in metrics(&one).iter().zip(&metrics(&two)) {
+        assert_eq!(x["dynamic_sampling/batches"], y["dynamic_sampling/batches"]);
+        for key in [
+            "critic/loss",
+            "critic/grad_norm",
+            "critic/values_mean",
+            "critic/returns_mean",
+        ] {
+            let d = rel(x[key], y[key]);
+            assert!(d < 1e-5, "{key}: {} vs {} ({d:e})", x[key], y[key]);
+        }
+    }
+    let critic = |dir: &Path| -> BTreeMap<String, Tensor> {
+        let path = dir.join("ckpts/global_step_2/extra/critic.safetensors");
+        Tensor::read_safetensors(&path)
+            .unwrap()
+            .into_iter()
+            .collect()
+    };
+    let (a, b) = (critic(&one), critic(&two));
+    assert!(a.contains_key("value_head.weight"));
+    assert_same_tensors(&a, &b, "critic on 2 ranks");
+}
+
 /// `skyrl sft` on `world` ranks under `dir`: 7 conversations of unequal
 /// length, 4 per step (the second batch of each epoch is short: on 2 ranks
 /// the second rank gets one), 2 per micro-batch, evaluated every 2 steps.
@@ -361,17 +423,7 @@ fn sft_on_two_ranks_trains_as_one_process() {
                 .count()
                 >= 2
         );
-        let (wa, wb) = (weights(&one, 4), weights(&two, 4));
-        for (name, t) in &wa {
-            // A key bias shifts every score of a query alike, so softmax
-            // cancels it: its gradient is rounding noise, which AdamW's
-            // normalisation turns into lr-sized steps in any direction.
-            if name.ends_with("k_proj.bias") {
-                continue;
-            }
-            let d = (t - &wb[name]).norm().double_value(&[]) / t.norm().double_value(&[]);
-            assert!(d < 1e-5, "{strategy}: weight {name} differs by {d:e}");
-        }
+        assert_same_weights(&one, &two, 4, strategy);
     }
 }
 

@@ -38,10 +38,19 @@ pub fn default_logprob_chunk(vocab: i64) -> i64 {
 }
 
 impl CausalLm {
+    /// Sets the default chunking's chunk to `positions` sequence positions of
+    /// every row (skyrl's `trainer.logprobs_chunk_size`), or back to the
+    /// memory-sized default with `None`.
+    pub fn set_logprob_chunk_positions(&mut self, positions: Option<i64>) {
+        self.logprob_chunk_positions = positions.map(|p| p.max(1));
+    }
+
     /// [`CausalLm::forward_logprobs_with`] computed `chunk_tokens` positions
     /// at a time without full logits (see the module docs); `None` keeps the
     /// log-softmax when it has at most [`LOGPROB_KEEP_ELEMENTS`] elements and
-    /// otherwise takes [`default_logprob_chunk`] of the vocabulary.
+    /// fits one chunk, and otherwise takes chunks of the positions set by
+    /// [`CausalLm::set_logprob_chunk_positions`] of every row, or
+    /// [`default_logprob_chunk`] of the vocabulary.
     pub fn forward_logprobs_chunked(
         &self,
         input_ids: &Tensor,
@@ -72,11 +81,11 @@ impl CausalLm {
             }
         };
         let vocab = self.config().vocab_size;
-        let chunking = match chunk_tokens {
-            Some(chunk) => HeadChunking::Recompute(chunk),
-            None if b * (t - 1) * vocab <= LOGPROB_KEEP_ELEMENTS => HeadChunking::Keep,
-            None => HeadChunking::Recompute(default_logprob_chunk(vocab)),
-        };
+        let chunking = head_chunking(
+            [b, t - 1, vocab],
+            chunk_tokens,
+            self.logprob_chunk_positions,
+        );
         let rows = hidden.narrow(1, 0, t - 1).reshape([b * (t - 1), h]);
         let targets = input_ids
             .to_device(self.device())
@@ -95,5 +104,62 @@ impl CausalLm {
             logprobs: out.logprobs.view([b, t - 1]),
             entropy: out.entropy.map(|e| e.view([b, t - 1])),
         })
+    }
+}
+
+/// The LM head's chunking for `[rows, positions, vocab]` logits: an explicit
+/// `chunk_tokens` recomputes in chunks of that many tokens; else chunks of
+/// `chunk_positions` positions of every row, or of [`default_logprob_chunk`];
+/// one small chunk keeps its log-softmax ([`LOGPROB_KEEP_ELEMENTS`]).
+fn head_chunking(
+    [rows, positions, vocab]: [i64; 3],
+    chunk_tokens: Option<i64>,
+    chunk_positions: Option<i64>,
+) -> HeadChunking {
+    let small = rows * positions * vocab <= LOGPROB_KEEP_ELEMENTS;
+    match (chunk_tokens, chunk_positions) {
+        (Some(chunk), _) => HeadChunking::Recompute(chunk),
+        (None, Some(p)) if small && positions <= p => HeadChunking::Keep,
+        (None, Some(p)) => HeadChunking::Recompute(rows * p),
+        (None, None) if small => HeadChunking::Keep,
+        (None, None) => HeadChunking::Recompute(default_logprob_chunk(vocab)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_positions_cut_every_row_and_one_small_chunk_keeps_its_softmax() {
+        let qwen = 151_936;
+        // skyrl's 1024 positions of 2 rows of 4096: chunks of 2 x 1024 tokens.
+        assert_eq!(
+            head_chunking([2, 4096, qwen], None, Some(1024)),
+            HeadChunking::Recompute(2048)
+        );
+        // A short sequence fits one chunk: kept as the default does.
+        assert_eq!(
+            head_chunking([2, 100, 1000], None, Some(1024)),
+            HeadChunking::Keep
+        );
+        // ... unless that chunk is large.
+        assert_eq!(
+            head_chunking([4, 1000, qwen], None, Some(1024)),
+            HeadChunking::Recompute(4096)
+        );
+        // The memory-sized default, and an explicit token chunk.
+        assert_eq!(
+            head_chunking([2, 100, 1000], None, None),
+            HeadChunking::Keep
+        );
+        assert_eq!(
+            head_chunking([2, 4096, qwen], None, None),
+            HeadChunking::Recompute(default_logprob_chunk(qwen))
+        );
+        assert_eq!(
+            head_chunking([2, 100, 1000], Some(7), Some(1024)),
+            HeadChunking::Recompute(7)
+        );
     }
 }

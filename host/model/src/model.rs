@@ -72,6 +72,9 @@ pub struct CausalLm {
     lm_head: Tensor,
     pub(crate) rotary: Rotary,
     lora: Option<LoraState>,
+    /// Sequence positions per LM-head chunk in the default chunking
+    /// (`trainer.logprobs_chunk_size`); `None`: chosen by memory.
+    pub(crate) logprob_chunk_positions: Option<i64>,
 }
 
 const LM_HEAD: &str = "lm_head.weight";
@@ -122,6 +125,7 @@ impl CausalLm {
             lm_head,
             rotary,
             lora: None,
+            logprob_chunk_positions: None,
         })
     }
 

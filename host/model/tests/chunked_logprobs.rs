@@ -98,6 +98,16 @@ fn chunked_head_equals_full_logits_values_and_gradients() {
         });
         assert_same(&format!("chunk {chunk:?}"), &chunked, &full);
     }
+    // trainer.logprobs_chunk_size: 2 rows x 5 positions per chunk (10 + 4 tokens)
+    let mut by_positions = CausalLm::from_pretrained(tmp.path(), &cpu()).unwrap();
+    by_positions.set_logprob_chunk_positions(Some(5));
+    let chunked = run(&by_positions, || {
+        let out = by_positions
+            .forward_logprobs_chunked(&ids, &mask, &OPTIONS, None)
+            .unwrap();
+        (out, None)
+    });
+    assert_same("5 positions per row", &chunked, &full);
     // the checkpointed forward's head is the chunked one
     let checkpointed = run(&model, || {
         let (out, checkpoints) = model

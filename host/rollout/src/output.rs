@@ -40,8 +40,9 @@ impl GeneratorRequest {
     }
 }
 
-/// skyrl's `GeneratorOutput`, in input order.
-#[derive(Debug, Clone, Default)]
+/// skyrl's `GeneratorOutput`, in input order (serialisable, for the ranks
+/// to exchange their rollouts).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct GeneratorOutput {
     pub prompt_token_ids: Vec<Vec<i64>>,
     pub response_ids: Vec<Vec<i64>>,

@@ -185,6 +185,21 @@ impl Dist {
             .collect()
     }
 
+    /// Every rank's `value`, in rank order, sent in postcard's binary
+    /// encoding: compact, and floats arrive bit for bit (NaN and infinities
+    /// included), for records as large as a batch of rollouts.
+    pub fn all_gather_binary<T: Serialize + DeserializeOwned>(&self, value: T) -> Result<Vec<T>> {
+        let Some(g) = &self.group else {
+            return Ok(vec![value]);
+        };
+        let bytes = postcard::to_stdvec(&value).context("cannot encode a record for the ranks")?;
+        let parts = g.all_gather_bytes(&bytes)?;
+        parts
+            .iter()
+            .map(|p| postcard::from_bytes(p).context("a rank sent an unreadable record"))
+            .collect()
+    }
+
     /// Every rank's `[n, w]` fp32 `t` (same `n` everywhere, widths may
     /// differ), right-padded with zeros to the widest and stacked in rank
     /// order: `[world, n, W]`.

@@ -192,6 +192,7 @@ fn validation_reports_every_problem() {
             "trainer.algorithm.advantage_estimator=gae",
             "trainer.algorithm.loss_reduction=mean",
             "trainer.resume_mode=from_path",
+            "trainer.logprobs_chunk_size=0",
         ]),
     )
     .unwrap_err();
@@ -205,6 +206,7 @@ fn validation_reports_every_problem() {
         "mutually exclusive",
         "loss_reduction `mean`",
         "resume_path",
+        "trainer.logprobs_chunk_size must be a positive integer",
     ] {
         assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
     }

@@ -388,6 +388,21 @@ fn sync_mode_trains_on_fresh_rollouts() {
     for m in &s.steps {
         assert_eq!(m["async/staleness_max"], 0.0);
     }
+    // trainer.logprobs_chunk_size: the LM head in chunks of 3 positions of
+    // every row computes the same first step.
+    let chunked_dir = tempfile::tempdir().unwrap();
+    let extra = [
+        "trainer.eval_interval=-1",
+        "trainer.ckpt_interval=-1",
+        "trainer.logprobs_chunk_size=3",
+    ];
+    let (_, c) = run_steps(config(chunked_dir.path(), &extra), 1);
+    let (x, y) = (&s.steps[0], &c.steps[0]);
+    assert_eq!(x["reward/mean"], y["reward/mean"]);
+    for key in ["loss", "grad_norm"] {
+        let d = (x[key] - y[key]).abs() / x[key].abs().max(1e-12);
+        assert!(d < 1e-5, "{key}: {} vs {} ({d:e})", x[key], y[key]);
+    }
 }
 
 #[test]

@@ -81,6 +81,9 @@ pub struct TrainerConfig {
     pub critic_mini_batch_size: usize,
     pub micro_train_batch_size_per_gpu: usize,
     pub micro_forward_batch_size_per_gpu: usize,
+    /// Sequence positions per chunk of the LM head's log-softmax (skyrl
+    /// 0.3.0); null: chosen by memory.
+    pub logprobs_chunk_size: Option<usize>,
     pub update_ref_every_epoch: bool,
     pub use_sample_packing: bool,
     pub eval_batch_size: usize,
@@ -141,6 +144,7 @@ impl Default for TrainerConfig {
             critic_mini_batch_size: 256,
             micro_train_batch_size_per_gpu: 1,
             micro_forward_batch_size_per_gpu: 1,
+            logprobs_chunk_size: None,
             update_ref_every_epoch: false,
             use_sample_packing: true,
             eval_batch_size: 1024,

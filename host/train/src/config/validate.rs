@@ -108,6 +108,9 @@ impl SkyrlConfig {
                 e.push(format!("{k} must be at least 1"));
             }
         }
+        if t.logprobs_chunk_size == Some(0) {
+            e.push("trainer.logprobs_chunk_size must be a positive integer or null".into());
+        }
         if dp == 0 {
             e.push(
                 "trainer.placement.policy_num_nodes * policy_num_gpus_per_node must be at least 1"
@@ -150,6 +153,12 @@ impl SkyrlConfig {
             e.push(format!(
                 "trainer.train_batch_size ({}) must be divisible by trainer.critic_mini_batch_size ({})",
                 t.train_batch_size, t.critic_mini_batch_size
+            ));
+        }
+        let critic_rows = t.critic_mini_batch_size * g.n_samples_per_prompt;
+        if has_critic && dp > 0 && !critic_rows.is_multiple_of(dp) {
+            e.push(format!(
+                "trainer.critic_mini_batch_size * generator.n_samples_per_prompt ({critic_rows}) must be divisible by the policy data-parallel size ({dp}): the critic runs on the policy's ranks"
             ));
         }
         if t.policy.model.path.is_some() && t.policy.model.init.is_some() {

@@ -110,6 +110,7 @@ impl SftTrainer {
             gradient_checkpointing: cfg.gradient_checkpointing,
             offload_optimizer: cfg.optimizer_config.offload_after_step,
             total_steps: schedule.num_steps as usize,
+            logprob_chunk_positions: None,
         };
         let policy = PolicyWorker::load(
             &model_dir,

@@ -53,7 +53,7 @@ impl RankRows {
 
     /// Index, in the rank-major concatenation of every rank's rows, of each
     /// batch row: `order[g]` is where batch row `g` sits.
-    fn order(&self) -> Vec<i64> {
+    pub fn order(&self) -> Vec<i64> {
         let mut order = vec![0i64; self.total];
         let mut k = 0;
         for rows in &self.by_rank {

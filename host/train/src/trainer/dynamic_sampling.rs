@@ -4,17 +4,21 @@
 //! collected; `replace` (POLARIS) overwrites such groups with copies of
 //! groups that have signal, or generates a new batch when too few have it.
 //! Both stop the run after `max_sample_batches` generated batches without
-//! enough signal.
+//! enough signal. With several ranks every rank gathers the whole generated
+//! batch and runs the same seeded sampler, so all take the same decisions,
+//! then trains on its share of the ready batch.
 
 use anyhow::{bail, Result};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use skyrl_rollout::GeneratorOutput;
 
+use super::advantages::RankRows;
 use crate::algorithms::filters::{
     replace_sampling, zero_variance_keep, DynamicSamplingOutcome, FilterSampler, SampleBatch,
 };
 use crate::config::SkyrlConfig;
+use crate::dist::Dist;
 use crate::metrics::StepMetrics;
 
 /// The generator output as a batch dynamic sampling can cut and join.
@@ -52,6 +56,44 @@ impl SampleBatch for OutBatch {
         }
         OutBatch(all)
     }
+}
+
+/// The whole generated batch in batch order, from `mine`, this rank's rows
+/// of `rows` (every rank sends its rows to every other).
+pub(super) fn whole_batch(
+    dist: &Dist,
+    rows: &RankRows,
+    mine: GeneratorOutput,
+) -> Result<GeneratorOutput> {
+    if dist.world() == 1 {
+        return Ok(mine);
+    }
+    let parts = dist.all_gather_binary(mine)?;
+    let rank_major = OutBatch::concat(parts.into_iter().map(OutBatch).collect());
+    if rank_major.len() != rows.total {
+        bail!(
+            "the ranks sent {} rollouts for a batch of {} rows",
+            rank_major.len(),
+            rows.total
+        );
+    }
+    let order: Vec<usize> = rows.order().into_iter().map(|i| i as usize).collect();
+    Ok(rank_major.select(&order).0)
+}
+
+/// This rank's rows of a whole ready batch `out`, split as every batch is:
+/// mini-batches of `mini_rows` rows, each shared evenly by the ranks.
+pub(super) fn rank_share(
+    dist: &Dist,
+    out: GeneratorOutput,
+    mini_rows: usize,
+) -> (GeneratorOutput, RankRows) {
+    let rows = RankRows::split(out.len(), mini_rows, dist.rank(), dist.world());
+    let out = match dist.world() {
+        1 => out,
+        _ => OutBatch(out).select(rows.mine()).0,
+    };
+    (out, rows)
 }
 
 /// The two strategies, with their state across generated batches.

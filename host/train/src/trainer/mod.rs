@@ -175,14 +175,15 @@ impl Trainer {
             let (out, group_ids, rows) = match sampler.as_mut() {
                 None => (out, group_ids, rows),
                 Some(s) => {
+                    // Every rank judges the whole batch alike, then takes its share.
                     let n = self.cfg.generator.n_samples_per_prompt;
-                    match s.push(out, group_ids, n, &mut sampling_metrics)? {
+                    let whole = dynamic_sampling::whole_batch(&self.dist, &rows, out)?;
+                    match s.push(whole, group_ids, n, &mut sampling_metrics)? {
                         Sampled::Again => continue,
                         Sampled::Ready(out, uids) => {
-                            // One rank (dynamic sampling is refused with more).
                             let mini = self.cfg.trainer.policy_mini_batch_size * n;
-                            let rows = RankRows::split(out.len(), mini, 0, 1);
-                            (*out, uids, rows)
+                            let (out, rows) = dynamic_sampling::rank_share(&self.dist, *out, mini);
+                            (out, uids, rows)
                         }
                     }
                 }
@@ -305,13 +306,17 @@ impl Trainer {
             if let Some(f) = r.clipfrac {
                 extra.insert("critic/vf_clipfrac".into(), f);
             }
+            // Means over the response tokens of every rank.
             let mask = &batch.response_mask;
-            let masked_mean = |x: &tch::Tensor| {
-                (x * mask).sum(tch::Kind::Float).double_value(&[])
-                    / mask.sum(tch::Kind::Float).double_value(&[]).max(1.0)
-            };
-            extra.insert("critic/values_mean".into(), masked_mean(values));
-            extra.insert("critic/returns_mean".into(), masked_mean(returns));
+            let masked_sum = |x: &tch::Tensor| (x * mask).sum(tch::Kind::Float).double_value(&[]);
+            let sums = dist.sum_f64(&[
+                masked_sum(values),
+                masked_sum(returns),
+                mask.sum(tch::Kind::Float).double_value(&[]),
+            ])?;
+            let tokens = sums[2].max(1.0);
+            extra.insert("critic/values_mean".into(), sums[0] / tokens);
+            extra.insert("critic/returns_mean".into(), sums[1] / tokens);
         }
         self.global_step += 1;
         self.progress.end(phase, out.len() as f64, "samples");

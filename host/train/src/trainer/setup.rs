@@ -38,17 +38,17 @@ fn reject_unsupported(cfg: &SkyrlConfig, world: usize) -> Result<()> {
     let g = &cfg.generator;
     let mut e: Vec<&str> = Vec::new();
     if t.trains_critic() {
-        if world > 1 {
-            e.push("a critic (trainer.algorithm.advantage_estimator=gae, or plugin:NAME with trainer.critic.model) is not supported with several ranks yet; run it on one process");
+        let p = &t.placement;
+        if (p.critic_num_nodes, p.critic_num_gpus_per_node)
+            != (p.policy_num_nodes, p.policy_num_gpus_per_node)
+        {
+            e.push("trainer.placement.critic_num_nodes / critic_num_gpus_per_node must equal policy_num_nodes / policy_num_gpus_per_node: the critic runs on the policy's ranks");
         }
         if g.step_wise_trajectories {
             e.push("a critic (trainer.algorithm.advantage_estimator=gae, or plugin:NAME with trainer.critic.model) is not supported with generator.step_wise_trajectories");
         }
     }
     if t.algorithm.dynamic_sampling.kind.is_some() {
-        if world > 1 {
-            e.push("trainer.algorithm.dynamic_sampling is not supported with several ranks yet; run it on one process");
-        }
         if t.training_mode != TrainingMode::Sync {
             e.push("trainer.algorithm.dynamic_sampling needs trainer.training_mode=sync");
         }
@@ -199,6 +199,7 @@ fn load_roles(
         gradient_checkpointing: t.gradient_checkpointing,
         offload_optimizer: t.policy.optimizer_config.offload_after_step,
         total_steps,
+        logprob_chunk_positions: t.logprobs_chunk_size.map(|c| c as i64),
     };
     let opt_cfg = &t.policy.optimizer_config;
     let base = t.policy.model.path.as_deref();
@@ -207,7 +208,8 @@ fn load_roles(
     let reference = if t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward {
         let ref_dir =
             dist.main_first(|| resolve_model_dir(&t.reference.model, &init_dir, t.seed))?;
-        Some(RefWorker::load(&ref_dir, &options)?)
+        let chunk = t.logprobs_chunk_size.map(|c| c as i64);
+        Some(RefWorker::load(&ref_dir, &options, chunk)?)
     } else {
         None
     };
@@ -235,6 +237,7 @@ fn load_roles(
             total_steps,
             vocab,
             lora,
+            dist.clone(),
         )?)
     } else {
         None

@@ -2,9 +2,13 @@
 //! with a value head (`value_head`, hidden -> 1, no bias, as skyrl-train's
 //! critic) instead of the LM head, giving a value per response token (the
 //! state before the token, as the logprobs), trained with the clipped value
-//! loss on its own AdamW.
+//! loss on its own AdamW. With several ranks the critic is replicated (as
+//! `ddp`): rank 0's fresh value head goes to every rank, gradients are
+//! summed over the ranks before each step, and each rank's micro-batch
+//! losses are weighted by their share of the whole mini-batch.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use skyrl_model::{CausalLm, LoadOptions, LoraSpec};
@@ -13,6 +17,7 @@ use tch::{nn, nn::Module, Kind, Tensor};
 use crate::algorithms::critic_value_loss;
 use crate::batch::TrainingBatch;
 use crate::config::OptimizerConfig;
+use crate::dist::Dist;
 use crate::optim::AdamW;
 
 /// Named tensors (weights or optimizer state).
@@ -47,12 +52,14 @@ pub struct CriticWorker {
     _head_store: nn::VarStore,
     head: nn::Linear,
     optimizer: AdamW,
+    dist: Arc<Dist>,
 }
 
 impl CriticWorker {
     /// Loads the critic's backbone from `dir` (a fresh value head) for a
-    /// policy with `vocab_size` tokens. With `lora`, the backbone is frozen
-    /// and adapted; the value head always trains whole.
+    /// policy with `vocab_size` tokens, replicated over the ranks of `dist`.
+    /// With `lora`, the backbone is frozen and adapted; the value head always
+    /// trains whole.
     pub fn load(
         dir: &Path,
         options: &LoadOptions,
@@ -60,6 +67,7 @@ impl CriticWorker {
         total_steps: usize,
         vocab_size: i64,
         lora: Option<LoraSpec>,
+        dist: Arc<Dist>,
     ) -> Result<Self> {
         let model = super::policy::load_model(dir, options, lora, "critic")?;
         if model.config().vocab_size != vocab_size {
@@ -81,6 +89,14 @@ impl CriticWorker {
                 ..Default::default()
             },
         );
+        if let Some(g) = dist.group() {
+            // The ranks drew different random heads: all take rank 0's.
+            let _g = tch::no_grad_guard();
+            let mut w = crate::optim::to_device(&head.ws, dist.collective_device());
+            g.broadcast(&mut w, 0)
+                .context("cannot share the critic's value head")?;
+            head.ws.shallow_clone().copy_(&w);
+        }
         let mut params = model.trainable_parameters();
         params.push((VALUE_HEAD.to_string(), head.ws.shallow_clone()));
         let optimizer = AdamW::from_config(params, optimizer, total_steps)?;
@@ -89,6 +105,7 @@ impl CriticWorker {
             _head_store: store,
             head,
             optimizer,
+            dist,
         })
     }
 
@@ -130,6 +147,8 @@ impl CriticWorker {
         let n = batch.rows();
         let mini = settings.mini_batch_rows.max(1);
         let micro = settings.micro_batch_rows.max(1);
+        // Every rank holds `len` rows of each mini-batch.
+        let world = self.dist.world() as f64;
         let (mut losses, mut fracs, mut report) = (Vec::new(), Vec::new(), CriticReport::default());
         for _ in 0..settings.epochs.max(1) {
             let mut start = 0;
@@ -149,20 +168,32 @@ impl CriticWorker {
                         &batch.response_mask.narrow(0, s, rows),
                         settings.value_clip,
                     );
-                    // Sequence mean over the mini-batch: each micro-batch's share.
-                    (&loss * (rows as f64 / len as f64)).backward();
+                    // Sequence mean over the mini-batch of every rank: each
+                    // micro-batch's share (the ranks' gradients are summed).
+                    (&loss * (rows as f64 / (len as f64 * world))).backward();
                     losses.push(loss.double_value(&[]));
                     fracs.extend(frac);
                     s += rows;
+                }
+                if let Some(g) = self.dist.group() {
+                    let params = self.optimizer.params();
+                    super::policy::all_reduce_gradients(g, params, self.dist.collective_device())?;
                 }
                 let (norm, lr) = self.optimizer.step(settings.max_grad_norm);
                 (report.grad_norm, report.lr) = (norm, lr);
                 start += len;
             }
         }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        report.loss = mean(&losses);
-        report.clipfrac = (!fracs.is_empty()).then(|| mean(&fracs));
+        // Means over the micro-batches of every rank.
+        let sums = [
+            losses.iter().sum::<f64>(),
+            losses.len() as f64,
+            fracs.iter().sum::<f64>(),
+            fracs.len() as f64,
+        ];
+        let s = self.dist.sum_f64(&sums)?;
+        report.loss = s[0] / s[1].max(1.0);
+        report.clipfrac = (s[3] > 0.0).then(|| s[2] / s[3]);
         Ok(report)
     }
 

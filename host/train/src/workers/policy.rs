@@ -49,6 +49,8 @@ pub struct PolicySettings {
     pub offload_optimizer: bool,
     /// Training steps of the whole run (the lr schedule's horizon).
     pub total_steps: usize,
+    /// Sequence positions per LM-head chunk (`trainer.logprobs_chunk_size`).
+    pub logprob_chunk_positions: Option<i64>,
 }
 
 /// The optimizer of the policy, whole or this rank's shard of it.
@@ -181,7 +183,8 @@ impl PolicyWorker {
         dist: Arc<Dist>,
         lora: Option<LoraSpec>,
     ) -> Result<Self> {
-        let model = load_model(dir, options, lora, "policy")?;
+        let mut model = load_model(dir, options, lora, "policy")?;
+        model.set_logprob_chunk_positions(settings.logprob_chunk_positions);
         let params = model.trainable_parameters();
         let mut optimizer = match settings.strategy {
             Strategy::Sharded if dist.world() > 1 => {
@@ -480,7 +483,7 @@ impl PolicyWorker {
 
 /// Sums every parameter's gradient over the ranks (`ddp`), in buckets of at
 /// most [`BUCKET_ELEMENTS`] elements, one flattened all-reduce per bucket.
-fn all_reduce_gradients(
+pub(crate) fn all_reduce_gradients(
     group: &skyrl_distributed::ProcessGroup,
     params: &[(String, Tensor)],
     device: Device,

@@ -18,11 +18,13 @@ pub struct RefWorker {
 }
 
 impl RefWorker {
-    /// Loads the reference from `dir` and freezes it.
-    pub fn load(dir: &Path, options: &LoadOptions) -> Result<Self> {
+    /// Loads the reference from `dir` and freezes it; its LM head runs in
+    /// chunks of `chunk_positions` sequence positions when given.
+    pub fn load(dir: &Path, options: &LoadOptions, chunk_positions: Option<i64>) -> Result<Self> {
         let mut model = CausalLm::from_pretrained(dir, options)
             .with_context(|| format!("cannot load the reference model from {}", dir.display()))?;
         model.var_store_mut().freeze();
+        model.set_logprob_chunk_positions(chunk_positions);
         Ok(Self { model })
     }
 
