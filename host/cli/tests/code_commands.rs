@@ -78,6 +78,24 @@ fn text2sql_trains_with_databases_granted_read_only() {
         "env metrics reported: {m}"
     );
 
+    // Fuel is opt-in: a plugin given a fuel budget runs on a metering
+    // engine, and a budget too small even to create the env fails every
+    // trajectory with the plugin's out-of-fuel error (the run goes on).
+    let fuel_dir = tempfile::tempdir().unwrap();
+    let mut fuel: Vec<String> = args.clone();
+    fuel.extend(tiny(fuel_dir.path(), 4096));
+    fuel.push("environment.sandbox.text2sql.fuel_per_call=1000".into());
+    let fuel: Vec<&str> = fuel.iter().map(String::as_str).collect();
+    let out = skyrl(&fuel);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("ran out of fuel (1000 units)"),
+        "{}",
+        text(&out)
+    );
+    let m = first_metrics(fuel_dir.path());
+    assert_eq!(m["stop_reason/env_error"].as_f64(), Some(1.0), "{m}");
+
     // A typo in a sandbox key, and a grant of a missing directory, are refused.
     let mut typo = refs.clone();
     typo.push("environment.sandbox.text2sq={read_only_dirs: []}");

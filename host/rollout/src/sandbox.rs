@@ -10,6 +10,12 @@ use skyrl_runtime::{Plugin, ReadOnlyDir, SandboxPolicy, ToolRouter};
 use crate::config::PluginSandboxConfig;
 use skyrl_model::expand_home;
 
+/// Whether any plugin's settings ask for fuel, so the plugins must be loaded
+/// on a fuel-metering engine.
+pub fn wants_fuel(settings: &BTreeMap<String, PluginSandboxConfig>) -> bool {
+    settings.values().any(|s| s.fuel_per_call.is_some())
+}
+
 /// The run's sandbox settings, keyed by plugin name or env class; remembers
 /// which keys were used so typos are reported.
 pub struct SandboxSettings<'a> {
@@ -85,6 +91,12 @@ fn configure(plugin: Plugin, config: &PluginSandboxConfig) -> anyhow::Result<Plu
         limits.call_timeout_ms = ms;
     }
     if config.fuel_per_call.is_some() {
+        if !plugin.engine().is_metered() {
+            bail!(
+                "fuel_per_call needs plugins loaded on a fuel-metering engine \
+                 (skyrl train does so when any environment.sandbox.*.fuel_per_call is set)"
+            );
+        }
         limits.fuel_per_call = config.fuel_per_call;
     }
     Ok(plugin

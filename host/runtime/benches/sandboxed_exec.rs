@@ -31,8 +31,13 @@ fn repo() -> PathBuf {
 }
 
 fn engine(cache: &Path) -> PluginEngine {
+    engine_with(cache, SandboxLimits::default())
+}
+
+/// `limits` decide metering: fuel limits compile fuel counting into plugins.
+fn engine_with(cache: &Path, limits: SandboxLimits) -> PluginEngine {
     PluginEngine::new(EngineOptions {
-        limits: SandboxLimits::default(),
+        limits,
         pooling: true,
         pool_size: 64,
         cache_dir: Some(cache.to_path_buf()),
@@ -68,11 +73,23 @@ fn main() {
     );
 
     let router = Arc::new(ToolRouter::new(vec![plugin]).expect("router"));
+    // The same component with fuel metering (the default before deadlines
+    // moved to epochs alone): what counting fuel costs guest code.
+    let metered_engine = engine_with(cache.path(), SandboxLimits::metered());
+    let metered = Plugin::from_bytes(&metered_engine, &bytes, "python.wasm").expect("load");
+    let metered = ToolRouter::new(vec![metered]).expect("router");
     let python = real_python();
     println!("\n== per call: sandboxed python tool (fresh instance each call) vs `python3 -c` spawn ({runs} calls)");
     println!(
-        "{:<28} {:>13} {:>15} {:>10} {:>19} {:>10}",
-        "program", "sandbox (ms)", "python -c (ms)", "ratio", "python -I -S -c (ms)", "ratio"
+        "{:<28} {:>13} {:>15} {:>10} {:>19} {:>10} {:>17} {:>11}",
+        "program",
+        "sandbox (ms)",
+        "python -c (ms)",
+        "ratio",
+        "python -I -S -c (ms)",
+        "ratio",
+        "with fuel (ms)",
+        "fuel cost"
     );
     for (label, code) in [
         ("print(1)", "print(1)"),
@@ -80,10 +97,14 @@ fn main() {
         ("json + re + 1k-line output", "import json, re\nfor i in range(1000):\n    print(json.dumps({'i': i, 'm': bool(re.match('[0-9]+', str(i)))}))"),
     ] {
         let args = json!({ "code": code, "stdin": "" }).to_string();
-        let sandbox = median(runs, || {
-            let out = router.call("python", &args).expect("tool call");
-            assert!(out.contains("\"exit_code\": 0"), "{out}");
-        });
+        let call = |router: &ToolRouter| {
+            median(runs, || {
+                let out = router.call("python", &args).expect("tool call");
+                assert!(out.contains("\"exit_code\": 0"), "{out}");
+            })
+        };
+        let sandbox = call(&router);
+        let with_fuel = call(&metered);
         let spawn_with = |flags: &[&str]| {
             median(runs, || {
                 let out = Command::new(&python).args(flags).arg(code).output().expect("python3");
@@ -93,15 +114,17 @@ fn main() {
         let spawn = spawn_with(&["-c"]);
         let bare = spawn_with(&["-I", "-S", "-c"]);
         println!(
-            "{label:<28} {:>13.2} {:>15.2} {:>9.2}x {:>19.2} {:>9.2}x",
+            "{label:<28} {:>13.2} {:>15.2} {:>9.2}x {:>19.2} {:>9.2}x {:>17.2} {:>10.2}x",
             ms(sandbox),
             ms(spawn),
             spawn.as_secs_f64() / sandbox.as_secs_f64(),
             ms(bare),
-            bare.as_secs_f64() / sandbox.as_secs_f64()
+            bare.as_secs_f64() / sandbox.as_secs_f64(),
+            ms(with_fuel),
+            with_fuel.as_secs_f64() / sandbox.as_secs_f64()
         );
     }
-    println!("(ratio > 1: the sandbox is faster)");
+    println!("(ratio > 1: the sandbox is faster; fuel cost: time with fuel metering / without)");
 
     bench_sql(&warm_engine, runs);
 }

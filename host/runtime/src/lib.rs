@@ -39,7 +39,7 @@ pub use generator::{
     EnvHandle, GeneratedTrajectory, GeneratorHost, GeneratorInstance, GeneratorPrompt,
     LlmCompletion, LlmParams,
 };
-pub use limits::{ReadOnlyDir, SandboxLimits, SandboxPolicy};
+pub use limits::{ReadOnlyDir, SandboxLimits, SandboxPolicy, DEFAULT_FUEL_PER_CALL};
 pub use metadata::{PluginInfo, PluginKind, PluginMetadata, World};
 pub use plugin::Plugin;
 pub use reward::RewardInstance;

@@ -9,7 +9,12 @@ use std::time::Duration;
 pub struct SandboxLimits {
     /// Maximum linear memory per instance, in bytes.
     pub memory_bytes: usize,
-    /// Fuel (≈ WebAssembly instructions) per call; `None` disables the check.
+    /// Fuel (≈ WebAssembly instructions) per call; `None` (the default)
+    /// meters nothing and leaves the wall-clock deadline to stop endless
+    /// loops. Fuel makes limits deterministic but costs every guest loop a
+    /// counter update, so it needs an engine built with metering
+    /// ([`crate::PluginEngine::shared_metered`], or an engine whose default
+    /// limits set fuel).
     pub fuel_per_call: Option<u64>,
     /// Wall-clock deadline per call, in milliseconds.
     pub call_timeout_ms: u64,
@@ -21,14 +26,25 @@ impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
             memory_bytes: 256 << 20,
-            fuel_per_call: Some(20_000_000_000),
+            fuel_per_call: None,
             call_timeout_ms: 10_000,
             max_stack_bytes: 1 << 20,
         }
     }
 }
 
+/// Fuel per call of metered engines' default limits (≈ 2·10¹⁰ instructions).
+pub const DEFAULT_FUEL_PER_CALL: u64 = 20_000_000_000;
+
 impl SandboxLimits {
+    /// The default limits with fuel metering at [`DEFAULT_FUEL_PER_CALL`].
+    pub fn metered() -> Self {
+        Self {
+            fuel_per_call: Some(DEFAULT_FUEL_PER_CALL),
+            ..Self::default()
+        }
+    }
+
     /// The per-call deadline as a [`Duration`].
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms)

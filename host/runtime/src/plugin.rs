@@ -124,6 +124,11 @@ impl Plugin {
         Ok(self)
     }
 
+    /// The engine this plugin was compiled for.
+    pub fn engine(&self) -> &PluginEngine {
+        &self.engine
+    }
+
     /// The sandbox limits new instances get.
     pub fn limits(&self) -> &SandboxLimits {
         &self.limits

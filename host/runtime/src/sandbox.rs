@@ -15,6 +15,8 @@ pub(crate) struct Sandbox {
     pub(crate) store: Store<HostState>,
     plugin: String,
     limits: SandboxLimits,
+    /// Whether the engine counts fuel (else only the deadline applies).
+    metered: bool,
     poisoned: bool,
 }
 
@@ -26,6 +28,13 @@ impl Sandbox {
         policy: &SandboxPolicy,
         tools: Option<Arc<ToolRouter>>,
     ) -> Result<Self> {
+        if limits.fuel_per_call.is_some() && !engine.is_metered() {
+            return Err(PluginError::Host(format!(
+                "plugin {plugin}: fuel_per_call is set, but its engine was built without fuel \
+                 metering (load it with PluginEngine::shared_metered, or unset fuel_per_call \
+                 and rely on the call deadline)"
+            )));
+        }
         let state = HostState::new(plugin, limits.memory_bytes, policy, tools)?;
         let mut store = Store::new(engine.engine(), state);
         store.limiter(|state| &mut state.limiter);
@@ -34,6 +43,7 @@ impl Sandbox {
             store,
             plugin: plugin.to_string(),
             limits: limits.clone(),
+            metered: engine.is_metered(),
             poisoned: false,
         })
     }
@@ -65,10 +75,12 @@ impl Sandbox {
     }
 
     fn arm(&mut self) -> Result<()> {
-        let fuel = self.limits.fuel_per_call.unwrap_or(u64::MAX);
-        self.store
-            .set_fuel(fuel)
-            .map_err(|e| PluginError::Host(format!("cannot set fuel: {e:#}")))?;
+        if self.metered {
+            let fuel = self.limits.fuel_per_call.unwrap_or(u64::MAX);
+            self.store
+                .set_fuel(fuel)
+                .map_err(|e| PluginError::Host(format!("cannot set fuel: {e:#}")))?;
+        }
         let ticks = self.limits.call_timeout().as_micros() / EPOCH_TICK.as_micros();
         self.store.set_epoch_deadline(ticks.max(1) as u64);
         self.store.data_mut().limiter.hit = false;

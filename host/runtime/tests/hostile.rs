@@ -37,14 +37,22 @@ fn infinite_loop_runs_out_of_fuel() {
 }
 
 #[test]
-fn infinite_loop_without_fuel_hits_the_wall_clock_deadline() {
+fn infinite_loop_without_fuel_is_stopped_at_the_wall_clock_deadline() {
     let limits = SandboxLimits {
         fuel_per_call: None,
         call_timeout_ms: 300,
         ..common::tight_limits()
     };
+    let engine = common::engine(limits);
+    assert!(!engine.is_metered());
+    let plugin = common::load(&engine, "hostile");
+    let mut env = plugin
+        .create_env(&json!({ "attack": "loop" }), &json!({}))
+        .expect("create hostile env");
+    env.init(&[Message::user("go")]).expect("init");
     let started = std::time::Instant::now();
-    let (result, _env) = attack("loop", limits);
+    let result = env.step("attack");
+    let took = started.elapsed();
     assert!(
         matches!(
             result,
@@ -55,7 +63,25 @@ fn infinite_loop_without_fuel_hits_the_wall_clock_deadline() {
         ),
         "{result:?}"
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // Stopped at the deadline, within 2x of it (epoch ticks of 5 ms).
+    assert!(
+        took >= std::time::Duration::from_millis(295)
+            && took < std::time::Duration::from_millis(600),
+        "stopped after {took:?}"
+    );
+}
+
+#[test]
+fn fuel_limits_need_a_metering_engine() {
+    let engine = common::engine(SandboxLimits {
+        fuel_per_call: None,
+        ..common::tight_limits()
+    });
+    let plugin = common::load(&engine, "hostile").with_limits(common::tight_limits());
+    let Err(err) = plugin.create_env(&json!({ "attack": "loop" }), &json!({})) else {
+        panic!("fuel on an engine without metering was accepted");
+    };
+    assert!(err.to_string().contains("fuel metering"), "{err}");
 }
 
 #[test]

@@ -28,6 +28,10 @@ use tch::Tensor;
 const TOL: f64 = 1e-6;
 
 fn plugin(name: &str) -> Plugin {
+    plugin_on(&PluginEngine::shared().unwrap(), name)
+}
+
+fn plugin_on(engine: &PluginEngine, name: &str) -> Plugin {
     let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../artifacts/plugins")
         .join(format!("{name}.wasm"));
@@ -36,7 +40,7 @@ fn plugin(name: &str) -> Plugin {
         "{} is missing: build the plugins first with scripts/build-plugins",
         wasm.display()
     );
-    Plugin::load(&PluginEngine::shared().unwrap(), &wasm).unwrap()
+    Plugin::load(engine, &wasm).unwrap()
 }
 
 /// Registries with `plugins` registered under `plugin:NAME` for `cfg`.
@@ -248,10 +252,13 @@ fn bad_loss_calls(
     limits: Option<SandboxLimits>,
     calls: usize,
 ) -> Vec<anyhow::Result<f64>> {
-    let mut p = plugin("bad_algorithm");
-    if let Some(limits) = limits {
-        p = p.with_limits(limits);
-    }
+    let p = match limits {
+        // Fuel limits need a metering engine.
+        Some(limits) => {
+            plugin_on(&PluginEngine::shared_metered().unwrap(), "bad_algorithm").with_limits(limits)
+        }
+        None => plugin("bad_algorithm"),
+    };
     let cfg = config(|c| {
         c.policy_loss_type = "plugin:bad".into();
         c.plugin_options.insert("bad".into(), options);

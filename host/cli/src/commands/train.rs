@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use skyrl_rollout::sandbox::{wire_tools, SandboxSettings};
+use skyrl_rollout::sandbox::{wants_fuel, wire_tools, SandboxSettings};
 use skyrl_rollout::PluginSet;
 use skyrl_runtime::{Plugin, PluginEngine, ToolRouter};
 use skyrl_train::config::{load_config, SkyrlConfig};
@@ -139,7 +139,11 @@ impl<'a> PluginSources<'a> {
         all.extend(self.algorithms.iter().map(|(_, s)| *s));
         let mut files = resolve_plugin_files(&all, lock)?.into_iter();
         let mut next = || files.next().expect("one file per source");
-        let engine = PluginEngine::shared()?;
+        // Fuel is compiled into plugins: only runs that ask for it pay for it.
+        let engine = match wants_fuel(&cfg.environment.sandbox) {
+            true => PluginEngine::shared_metered()?,
+            false => PluginEngine::shared()?,
+        };
         let mut sandbox = SandboxSettings::new(&cfg.environment.sandbox);
         let load = |source: &str, path: &std::path::Path, what: &str| {
             Plugin::load(&engine, path)
