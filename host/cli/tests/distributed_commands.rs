@@ -141,8 +141,12 @@ fn metrics(dir: &Path) -> Vec<BTreeMap<String, f64>> {
 }
 
 fn weights(dir: &Path, step: u64) -> BTreeMap<String, Tensor> {
-    let path = dir.join(format!("ckpts/global_step_{step}/model.safetensors"));
-    Tensor::read_safetensors(&path)
+    tensors(&dir.join(format!("ckpts/global_step_{step}/model.safetensors")))
+}
+
+/// Every tensor of one safetensors file, by name.
+fn tensors(path: &Path) -> BTreeMap<String, Tensor> {
+    Tensor::read_safetensors(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .into_iter()
         .collect()
@@ -337,13 +341,7 @@ fn gae_with_dynamic_sampling_on_two_ranks_trains_as_one_process() {
             assert!(d < 1e-5, "{key}: {} vs {} ({d:e})", x[key], y[key]);
         }
     }
-    let critic = |dir: &Path| -> BTreeMap<String, Tensor> {
-        let path = dir.join("ckpts/global_step_2/extra/critic.safetensors");
-        Tensor::read_safetensors(&path)
-            .unwrap()
-            .into_iter()
-            .collect()
-    };
+    let critic = |dir: &Path| tensors(&dir.join("ckpts/global_step_2/extra/critic.safetensors"));
     let (a, b) = (critic(&one), critic(&two));
     assert!(a.contains_key("value_head.weight"));
     assert_same_tensors(&a, &b, "critic on 2 ranks");

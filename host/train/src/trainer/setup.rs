@@ -194,12 +194,13 @@ fn load_roles(
         device: dist.device(),
         kind: if t.bf16 { Kind::BFloat16 } else { Kind::Float },
     };
+    let chunk_positions = t.logprobs_chunk_size.map(|c| c as i64);
     let settings = PolicySettings {
         strategy,
         gradient_checkpointing: t.gradient_checkpointing,
         offload_optimizer: t.policy.optimizer_config.offload_after_step,
         total_steps,
-        logprob_chunk_positions: t.logprobs_chunk_size.map(|c| c as i64),
+        logprob_chunk_positions: chunk_positions,
     };
     let opt_cfg = &t.policy.optimizer_config;
     let base = t.policy.model.path.as_deref();
@@ -208,8 +209,7 @@ fn load_roles(
     let reference = if t.algorithm.use_kl_loss || t.algorithm.use_kl_in_reward {
         let ref_dir =
             dist.main_first(|| resolve_model_dir(&t.reference.model, &init_dir, t.seed))?;
-        let chunk = t.logprobs_chunk_size.map(|c| c as i64);
-        Some(RefWorker::load(&ref_dir, &options, chunk)?)
+        Some(RefWorker::load(&ref_dir, &options, chunk_positions)?)
     } else {
         None
     };
