@@ -166,9 +166,13 @@ fn assert_same_run(a: &Path, b: &Path, steps: u64, what: &str) {
             "{what}: rewards at step {step}"
         );
         for key in ["loss", "grad_norm", "policy/approx_kl"] {
+            // The loss (advantages of mean zero) and approx_kl (log-prob
+            // differences) are sums that cancel: their fp32 rounding is that
+            // of the terms (~1e-7), however small the sum. The grad norm is not.
+            let floor = if key == "grad_norm" { 0.0 } else { 1e-6 };
             let d = rel(x[key], y[key]);
             assert!(
-                d < 1e-5,
+                (x[key] - y[key]).abs() <= 1e-5 * x[key].abs().max(y[key].abs()) + floor,
                 "{what}: {key} at step {step}: {} vs {} ({d:e})",
                 x[key],
                 y[key]
@@ -317,6 +321,9 @@ fn gae_with_dynamic_sampling_on_two_ranks_trains_as_one_process() {
     let extra = [
         "trainer.algorithm.advantage_estimator=gae",
         "trainer.algorithm.dynamic_sampling.type=filter",
+        // Four samples a prompt: enough groups with reward variance to fill
+        // the batch, some without (the filter has work).
+        "generator.n_samples_per_prompt=4",
         "trainer.critic_mini_batch_size=2",
         "trainer.critic.optimizer_config.lr=1e-3",
     ];

@@ -59,7 +59,7 @@ fn model() -> CausalLm {
         device: Device::Cpu,
         kind: Kind::Float,
     };
-    CausalLm::new(c, &options).expect("model")
+    CausalLm::new(c, &options, 0).expect("model")
 }
 
 /// Log-probs and entropy `[1, tokens - 1]` of the LM head alone, for the

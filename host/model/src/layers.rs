@@ -53,8 +53,9 @@ fn mask_value(kind: Kind) -> f64 {
 /// How a new model's weight matrices and biases start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamInit {
-    /// HF-style: weights normal(0, 0.02), biases 0.
-    Random,
+    /// HF-style: weights normal(0, 0.02), biases 0, each weight drawn from
+    /// its own stream of this seed ([`crate::seeded_init`]).
+    Seeded(u64),
     /// Uninitialised memory, for weights that are loaded right after.
     Empty,
 }
@@ -62,15 +63,14 @@ pub enum ParamInit {
 impl ParamInit {
     /// A trainable variable `name [dims]` under `p`: normal(0, 0.02) or uninitialised.
     pub(crate) fn weight(self, p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
-        self.var(
-            p,
-            name,
-            dims,
-            nn::Init::Randn {
-                mean: 0.0,
-                stdev: 0.02,
-            },
-        )
+        match self {
+            ParamInit::Seeded(seed) => {
+                let values = crate::seeded_init::normal_tensor(seed, &p.path(name), dims, 0.02);
+                let values = values.to_kind(p.kind()).to_device(p.device());
+                p.add(name, values, true)
+            }
+            ParamInit::Empty => Self::empty(p, name, dims),
+        }
     }
 
     /// A trainable variable `name [dims]` under `p`: zeros or uninitialised.
@@ -80,9 +80,13 @@ impl ParamInit {
 
     fn var(self, p: &nn::Path, name: &str, dims: &[i64], init: nn::Init) -> Tensor {
         match self {
-            ParamInit::Random => p.var(name, dims, init),
-            ParamInit::Empty => p.add(name, Tensor::empty(dims, (p.kind(), p.device())), true),
+            ParamInit::Seeded(_) => p.var(name, dims, init),
+            ParamInit::Empty => Self::empty(p, name, dims),
         }
+    }
+
+    fn empty(p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
+        p.add(name, Tensor::empty(dims, (p.kind(), p.device())), true)
     }
 }
 

@@ -31,6 +31,7 @@ pub mod model;
 pub mod paged;
 pub mod rope;
 pub mod sampling;
+pub mod seeded_init;
 pub mod static_batch;
 pub mod tiny;
 pub mod tokenizer;

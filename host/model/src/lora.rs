@@ -518,16 +518,7 @@ fn init_a(rng: &mut ChaCha8Rng, spec: &LoraSpec, in_features: i64) -> Tensor {
                 .map(|_| rng.random_range(-bound..bound) as f32)
                 .collect()
         }
-        LoraInit::Gaussian => {
-            let std = 1.0 / spec.rank as f64;
-            (0..n)
-                .map(|_| {
-                    // Box-Muller.
-                    let (u1, u2): (f64, f64) = (rng.random::<f64>().max(1e-300), rng.random());
-                    ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos() * std) as f32
-                })
-                .collect()
-        }
+        LoraInit::Gaussian => crate::seeded_init::normal_values(rng, n, 1.0 / spec.rank as f64),
     };
     Tensor::from_slice(&values).view([spec.rank, in_features])
 }

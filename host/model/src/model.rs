@@ -80,10 +80,11 @@ pub struct CausalLm {
 const LM_HEAD: &str = "lm_head.weight";
 
 impl CausalLm {
-    /// A randomly initialised model (HF-style init: normal(0, 0.02), norms 1, biases 0).
-    /// Call `tch::manual_seed` first for a reproducible init.
-    pub fn new(config: ModelConfig, options: &LoadOptions) -> Result<Self> {
-        Self::build(config, options, ParamInit::Random)
+    /// A randomly initialised model (HF-style init: normal(0, 0.02), norms 1,
+    /// biases 0). The weights depend on `seed` alone: each is drawn from its own
+    /// stream ([`crate::seeded_init`]), never from libtorch's global generator.
+    pub fn new(config: ModelConfig, options: &LoadOptions, seed: u64) -> Result<Self> {
+        Self::build(config, options, ParamInit::Seeded(seed))
     }
 
     /// The model with weights initialised as `init` says.
@@ -275,7 +276,7 @@ impl CausalLm {
     /// A new model with the same config and a copy of the weights on `options.device`
     /// in `options.kind`.
     pub fn try_clone(&self, options: &LoadOptions) -> Result<CausalLm> {
-        let mut copy = CausalLm::new(self.config.clone(), options)?;
+        let mut copy = CausalLm::build(self.config.clone(), options, ParamInit::Empty)?;
         copy.copy_weights_from(self)?;
         Ok(copy)
     }

@@ -152,13 +152,13 @@ fn write_json(path: &Path, value: &Value) -> Result<()> {
 /// template to `out_dir`, atomically, in Hugging Face format.
 pub fn init_tiny_model(arch: Arch, size: TinySize, out_dir: &Path, seed: u64) -> Result<()> {
     let config = tiny_config(arch, size);
-    tch::manual_seed(seed as i64);
     let model = CausalLm::new(
         config.clone(),
         &LoadOptions {
             device: Device::Cpu,
             kind: Kind::Float,
         },
+        seed,
     )?;
     crate::atomic_dir::write_dir_atomically(out_dir, |dir| {
         model.write_into(dir, crate::weights::DEFAULT_MAX_SHARD_BYTES)?;

@@ -121,7 +121,7 @@ fn fresh_adapters_change_nothing_and_merged_weights_equal_the_adapted_model() {
         max_abs_diff(&before, &adapted) > 1e-3,
         "adapters had no effect"
     );
-    let mut plain = CausalLm::new(model.config().clone(), &cpu()).unwrap();
+    let mut plain = CausalLm::new(model.config().clone(), &cpu(), 0).unwrap();
     plain.copy_weights_from(&model).unwrap();
     let merged = tch::no_grad(|| plain.forward(&ids, Some(&mask)).unwrap());
     let diff = max_abs_diff(&adapted, &merged);
@@ -268,7 +268,7 @@ fn peft_loads_the_saved_adapter_to_the_same_logits() {
 fn adapter_gradients_follow_the_full_weight_gradient() {
     let tmp = tempfile::tempdir().unwrap();
     let full = perturbed_tiny(Arch::Qwen2, tmp.path(), 6);
-    let mut lora = CausalLm::new(full.config().clone(), &cpu()).unwrap();
+    let mut lora = CausalLm::new(full.config().clone(), &cpu(), 0).unwrap();
     lora.copy_weights_from(&full).unwrap();
     let s = spec(4, names(&["q_proj", "gate_proj"]));
     let scaling = s.scaling();

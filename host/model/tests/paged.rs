@@ -101,7 +101,7 @@ fn preemption_recomputes_without_changing_sampled_output() {
     // A context of 64 tokens lets a pool of 40 blocks of 4 hold only a few sequences.
     let mut config = model.config().clone();
     config.max_position_embeddings = 64;
-    let mut small = CausalLm::new(config, &common::cpu()).unwrap();
+    let mut small = CausalLm::new(config, &common::cpu(), 0).unwrap();
     small.copy_weights_from(&model).unwrap();
     model = small;
     let prompts: Vec<Vec<i64>> = prompts(&tokenizer).into_iter().cycle().take(8).collect();

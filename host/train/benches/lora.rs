@@ -172,6 +172,7 @@ fn main() {
             device: Device::Cpu,
             kind: Kind::Float,
         },
+        0,
     )
     .expect("wide model");
     model

@@ -87,13 +87,13 @@ pub fn init_from_spec(spec: &TinyModelSpec, dir: &Path, seed: u64) -> Result<()>
     c.rope_theta = spec.rope_theta;
     c.rms_norm_eps = spec.rms_norm_eps;
     c.tie_word_embeddings = spec.tie_word_embeddings;
-    tch::manual_seed(seed as i64);
     let model = CausalLm::new(
         c.clone(),
         &LoadOptions {
             device: Device::Cpu,
             kind: Kind::Float,
         },
+        seed,
     )
     .context("invalid trainer.*.model.init architecture")?;
     skyrl_model::atomic_dir::write_dir_atomically(dir, |tmp| {

@@ -27,7 +27,7 @@ use crate::config::{SkyrlConfig, TrainingMode};
 use crate::dataset::{expand_home, DataPosition, EpochSampler, PromptDataset};
 use crate::dist::Dist;
 use crate::model_setup::resolve_model_dir;
-use crate::workers::{CriticWorker, PolicySettings, PolicyWorker, RefWorker, Strategy};
+use crate::workers::{CriticSpec, CriticWorker, PolicySettings, PolicyWorker, RefWorker, Strategy};
 
 /// Fails clearly on configuration this trainer does not implement with
 /// `world` ranks (rather than silently ignoring it), before any work. Batch
@@ -235,8 +235,11 @@ fn load_roles(
             &options,
             opt,
             total_steps,
-            vocab,
-            lora,
+            CriticSpec {
+                vocab_size: vocab,
+                lora,
+                seed: t.seed,
+            },
             dist.clone(),
         )?)
     } else {

@@ -3,7 +3,8 @@
 //! critic) instead of the LM head, giving a value per response token (the
 //! state before the token, as the logprobs), trained with the clipped value
 //! loss on its own AdamW. With several ranks the critic is replicated (as
-//! `ddp`): rank 0's fresh value head goes to every rank, gradients are
+//! `ddp`): every rank draws the same fresh value head from `trainer.seed`,
+//! gradients are
 //! summed over the ranks before each step, and each rank's micro-batch
 //! losses are weighted by their share of the whole mini-batch.
 
@@ -11,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
+use skyrl_model::seeded_init::normal_tensor;
 use skyrl_model::{CausalLm, LoadOptions, LoraSpec};
 use tch::{nn, nn::Module, Kind, Tensor};
 
@@ -55,20 +57,36 @@ pub struct CriticWorker {
     dist: Arc<Dist>,
 }
 
+/// How a critic is built: what it must match and how it starts.
+pub struct CriticSpec {
+    /// The policy's vocabulary size (the critic must share the tokenizer).
+    pub vocab_size: i64,
+    /// Adapters on a frozen backbone, or none (the backbone trains).
+    pub lora: Option<LoraSpec>,
+    /// Seed of the fresh value head.
+    pub seed: u64,
+}
+
 impl CriticWorker {
-    /// Loads the critic's backbone from `dir` (a fresh value head) for a
-    /// policy with `vocab_size` tokens, replicated over the ranks of `dist`.
-    /// With `lora`, the backbone is frozen and adapted; the value head always
-    /// trains whole.
+    /// Loads the critic's backbone from `dir` for a policy with
+    /// `spec.vocab_size` tokens, replicated over the ranks of `dist`. The
+    /// fresh value head is drawn as `transformers` draws a weight missing from
+    /// the checkpoint, normal(0, 0.02), from its own stream of `spec.seed`
+    /// (the same on every rank). With `spec.lora`, the backbone is frozen and
+    /// adapted; the value head always trains whole.
     pub fn load(
         dir: &Path,
         options: &LoadOptions,
         optimizer: &OptimizerConfig,
         total_steps: usize,
-        vocab_size: i64,
-        lora: Option<LoraSpec>,
+        spec: CriticSpec,
         dist: Arc<Dist>,
     ) -> Result<Self> {
+        let CriticSpec {
+            vocab_size,
+            lora,
+            seed,
+        } = spec;
         let model = super::policy::load_model(dir, options, lora, "critic")?;
         if model.config().vocab_size != vocab_size {
             bail!(
@@ -80,23 +98,13 @@ impl CriticWorker {
         }
         let store = nn::VarStore::new(options.device);
         let hidden = model.config().hidden_size;
-        let head = nn::linear(
-            store.root() / "value_head",
-            hidden,
-            1,
-            nn::LinearConfig {
-                bias: false,
-                ..Default::default()
-            },
-        );
-        if let Some(g) = dist.group() {
-            // The ranks drew different random heads: all take rank 0's.
-            let _g = tch::no_grad_guard();
-            let mut w = crate::optim::to_device(&head.ws, dist.collective_device());
-            g.broadcast(&mut w, 0)
-                .context("cannot share the critic's value head")?;
-            head.ws.shallow_clone().copy_(&w);
-        }
+        let weight = normal_tensor(seed, VALUE_HEAD, &[1, hidden], 0.02)
+            .to_device(options.device)
+            .to_kind(Kind::Float);
+        let head = nn::Linear {
+            ws: (store.root() / "value_head").add("weight", weight, true),
+            bs: None,
+        };
         let mut params = model.trainable_parameters();
         params.push((VALUE_HEAD.to_string(), head.ws.shallow_clone()));
         let optimizer = AdamW::from_config(params, optimizer, total_steps)?;

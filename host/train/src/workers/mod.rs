@@ -11,7 +11,7 @@ pub mod policy;
 pub mod reference;
 
 pub use crate::config::Strategy;
-pub use critic::{CriticReport, CriticSettings, CriticWorker};
+pub use critic::{CriticReport, CriticSettings, CriticSpec, CriticWorker};
 pub use memory::MemoryPlan;
 pub use policy::{
     MemoryReport, OptimizerState, PolicySettings, PolicyWorker, PpoBatch, PpoReport, PpoSettings,
