@@ -30,6 +30,8 @@ enum Command {
     Eval(commands::train::EvalArgs),
     /// Serve a model over an OpenAI-compatible HTTP API with weight-control endpoints.
     Serve(commands::serve::ServeArgs),
+    /// Serve the Tinker API (the `tinker` Python client) for LoRA training and sampling of one base model.
+    TinkerServe(commands::tinker_serve::TinkerServeArgs),
     /// Create models.
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
@@ -54,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::Eval(args) => commands::train::run_eval(args),
         Command::Model(cmd) => commands::model::run(cmd),
         Command::Serve(args) => commands::serve::run(args),
+        Command::TinkerServe(args) => commands::tinker_serve::run(args),
         Command::Data(cmd) => commands::data::run(cmd),
     };
     match result {

@@ -7,4 +7,5 @@ pub mod model;
 pub mod plugin;
 pub mod serve;
 pub mod sft;
+pub mod tinker_serve;
 pub mod train;
