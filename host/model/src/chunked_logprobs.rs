@@ -63,6 +63,46 @@ impl CausalLm {
         self.logprobs_of_hidden(&hidden, input_ids, options, chunk_tokens)
     }
 
+    /// Log-probs `[B, T]` of `targets [B, T]` (fp32, with grad), position `t`
+    /// scoring `targets[:, t]` after `input_ids[:, ..=t]`, through the chunked
+    /// LM head: for callers whose data carry their own targets (Tinker's
+    /// datums) rather than the next input token.
+    pub fn target_logprobs(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: &Tensor,
+        targets: &Tensor,
+    ) -> Result<Tensor> {
+        if targets.size() != input_ids.size() {
+            return Err(ModelError::Input(format!(
+                "targets {:?} must have the shape of input_ids {:?}",
+                targets.size(),
+                input_ids.size()
+            )));
+        }
+        let hidden = self.hidden_states(input_ids, attention_mask)?;
+        let (b, t, h) = match hidden.size()[..] {
+            [b, t, h] => (b, t, h),
+            ref s => {
+                return Err(ModelError::Input(format!(
+                    "hidden states must be [B, T, H], got {s:?}"
+                )))
+            }
+        };
+        let vocab = self.config().vocab_size;
+        let chunking = head_chunking([b, t, vocab], None, self.logprob_chunk_positions);
+        let out = skyrl_torch_ops::chunked_logprobs(
+            &hidden.reshape([b * t, h]),
+            self.lm_head(),
+            &targets.to_device(self.device()).reshape([b * t]),
+            1.0,
+            chunking,
+            false,
+        )
+        .map_err(|e| ModelError::Torch(tch::TchError::Torch(e.0)))?;
+        Ok(out.logprobs.view([b, t]))
+    }
+
     /// Next-token logprobs (and entropy) `[B, T-1]` of final hidden states
     /// `[B, T, H]` for `input_ids [B, T]`, through the chunked LM head.
     pub(crate) fn logprobs_of_hidden(

@@ -186,11 +186,8 @@ impl TrainingModel {
         let q = pad(&|d| d.sampler_logprobs.clone()).to_device(device);
         let adv = pad(&|d| d.advantages.clone()).to_device(device);
         let run = || -> Result<(Tensor, Tensor)> {
-            let logits = self.model.forward(&ids, Some(&mask))?.to_kind(Kind::Float);
-            let lp = logits
-                .log_softmax(-1, Kind::Float)
-                .gather(-1, &targets.unsqueeze(-1), false)
-                .squeeze_dim(-1);
+            // Through the chunked LM head: no [B, T, vocab] logits for large vocabularies.
+            let lp = self.model.target_logprobs(&ids, &mask, &targets)?;
             let per_token = loss.per_token(&lp, &weights, &q, &adv);
             Ok((lp, per_token))
         };

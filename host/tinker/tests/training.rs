@@ -48,3 +48,27 @@ fn lora_and_full_models_learn_a_sequence() {
         assert!(losses[9] < 0.8 * losses[0], "rank {rank}: {losses:?}");
     }
 }
+
+/// The chunked target log-probs equal a full log-softmax of the logits.
+#[test]
+fn target_logprobs_match_the_full_softmax() {
+    let dir = tempfile::tempdir().unwrap();
+    init_tiny_model(Arch::Qwen2, TinySize::Tiny, dir.path(), 0).unwrap();
+    let model = skyrl_model::CausalLm::from_pretrained(dir.path(), &cpu()).unwrap();
+    let d = datum();
+    let ids = tch::Tensor::from_slice(&d.tokens).view([1, -1]);
+    let targets = tch::Tensor::from_slice(&d.targets).view([1, -1]);
+    let mask = ids.ones_like();
+    let chunked = model.target_logprobs(&ids, &mask, &targets).unwrap();
+    let full = model
+        .forward(&ids, Some(&mask))
+        .unwrap()
+        .log_softmax(-1, tch::Kind::Float)
+        .gather(-1, &targets.unsqueeze(-1), false)
+        .squeeze_dim(-1);
+    let diff = (chunked - full).abs().max().double_value(&[]);
+    assert!(diff < 1e-5, "{diff}");
+    assert!(model
+        .target_logprobs(&ids, &mask, &targets.narrow(1, 0, 3))
+        .is_err());
+}
