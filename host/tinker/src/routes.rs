@@ -58,6 +58,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/get_server_capabilities", get(capabilities))
         .route("/api/v1/create_session", post(create_session))
         .route("/api/v1/session_heartbeat", post(heartbeat))
+        .route("/api/v1/sessions/{id}/finish", post(finish_session))
         .route("/api/v1/create_model", post(create_model))
         .route("/api/v1/get_info", post(get_info))
         .route("/api/v1/forward_backward", post(forward_backward))
@@ -110,6 +111,28 @@ impl AppState {
             self.store.finish_future(request_id, &failed)?;
         }
         Ok(request_id)
+    }
+
+    /// Session `id`, which must exist and not be finished.
+    fn open_session(&self, id: &str) -> Result<(), ApiError> {
+        match self.store.session_finished(id)? {
+            None => Ok(()),
+            Some(reason) => Err(ApiError::bad_request(format!(
+                "session_id `{id}` is finished ({reason}); start a new session"
+            ))),
+        }
+    }
+
+    /// Model `id`, whose session must not be finished.
+    fn live_model(&self, id: &str) -> Result<ModelRow, ApiError> {
+        let m = self.store.model(id)?;
+        if let Some(reason) = self.store.session_finished(&m.session_id)? {
+            return Err(ApiError::bad_request(format!(
+                "model `{id}`: its session `{}` is finished ({reason})",
+                m.session_id
+            )));
+        }
+        Ok(m)
     }
 
     fn check_base_model(&self, name: &str) -> Result<(), ApiError> {
@@ -171,6 +194,48 @@ async fn heartbeat(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>
 }
 
 #[derive(Deserialize)]
+struct FinishReason {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct FinishSession {
+    reason: FinishReason,
+    detail: Option<String>,
+}
+
+/// Ends a session (`ServiceClient.close`): the first reason wins, its models
+/// leave memory once their queued requests have run, and later training
+/// requests against them are refused. Saved checkpoints stay usable.
+async fn finish_session(
+    State(s): State<AppState>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req: FinishSession = parse(&body)?;
+    if !["success", "errored", "interrupted"].contains(&req.reason.kind.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "reason.type `{}` must be success, errored or interrupted",
+            req.reason.kind
+        )));
+    }
+    if !s
+        .store
+        .finish_session(&id, &req.reason.kind, req.detail.as_deref())?
+    {
+        return Err(ApiError::not_found(format!(
+            "session_id `{id}`: no such session"
+        )));
+    }
+    let model_ids = s.store.session_models(&id)?;
+    if !model_ids.is_empty() {
+        s.queue("unload_model", None, Op::Unload { model_ids })?;
+    }
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
 struct LoraConfigIn {
     rank: i64,
     seed: Option<u64>,
@@ -195,12 +260,7 @@ struct CreateModel {
 
 async fn create_model(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: CreateModel = parse(&body)?;
-    if !s.store.session_exists(&req.session_id)? {
-        return Err(ApiError::not_found(format!(
-            "session_id `{}`: no such session",
-            req.session_id
-        )));
-    }
+    s.open_session(&req.session_id)?;
     s.check_base_model(&req.base_model)?;
     if let Some(o) = &req.optimizer_config {
         if o.kind != "adamw" {
@@ -348,7 +408,7 @@ async fn forward_backward(
     }
     let req = ForwardBackwardRequest::decode(body.as_ref())
         .map_err(|e| ApiError::bad_request(format!("malformed ForwardBackwardRequest: {e}")))?;
-    s.store.model(&req.model_id)?;
+    s.live_model(&req.model_id)?;
     let mut config = req.loss_fn_config.clone();
     for (k, v) in &req.loss_fn_config_v2 {
         match &v.value {
@@ -420,7 +480,7 @@ struct OptimStep {
 
 async fn optim_step(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: OptimStep = parse(&body)?;
-    s.store.model(&req.model_id)?;
+    s.live_model(&req.model_id)?;
     if req.optimizer_params.is_some() {
         return Err(ApiError::bad_request(
             "optimizer_params: only adam_params are supported (the model trains with adamw)",
@@ -480,7 +540,7 @@ struct SaveForSampler {
 
 async fn save_for_sampler(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: SaveForSampler = parse(&body)?;
-    let model = s.store.model(&req.model_id)?;
+    let model = s.live_model(&req.model_id)?;
     let (checkpoint_id, session) = match (&req.path, req.sampling_session_seq_id, req.seq_id) {
         (Some(p), _, _) => (p.clone(), None),
         (None, Some(ss), Some(seq)) => (format!("ss{ss}_seq{seq}"), Some(ss)),
@@ -525,12 +585,7 @@ async fn create_sampling_session(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: CreateSamplingSession = parse(&body)?;
-    if !s.store.session_exists(&req.session_id)? {
-        return Err(ApiError::not_found(format!(
-            "session_id `{}`: no such session",
-            req.session_id
-        )));
-    }
+    s.open_session(&req.session_id)?;
     match (&req.base_model, &req.model_path) {
         (Some(b), None) => s.check_base_model(b)?,
         (None, Some(p)) => {
@@ -644,7 +699,7 @@ struct SaveWeights {
 
 async fn save_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: SaveWeights = parse(&body)?;
-    s.store.model(&req.model_id)?;
+    s.live_model(&req.model_id)?;
     let name = match (&req.path, req.seq_id) {
         (Some(p), _) => p.clone(),
         (None, Some(seq)) => format!("seq{seq}"),
@@ -706,7 +761,7 @@ async fn load_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
     }
     let (model_id, create) = match (&req.model_id, &req.session_id) {
         (Some(id), None) => {
-            let m = s.store.model(id)?;
+            let m = s.live_model(id)?;
             if m.lora_rank != rank {
                 return Err(ApiError::bad_request(format!(
                     "path `{}` holds rank-{rank} weights; model `{id}` has lora_config.rank {}",
@@ -716,11 +771,7 @@ async fn load_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
             (id.clone(), None)
         }
         (None, Some(session)) => {
-            if !s.store.session_exists(session)? {
-                return Err(ApiError::not_found(format!(
-                    "session_id `{session}`: no such session"
-                )));
-            }
+            s.open_session(session)?;
             let id = s.new_model_id(session, req.model_seq_id)?;
             s.store.create_model(&ModelRow {
                 model_id: id.clone(),

@@ -19,7 +19,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     tags TEXT NOT NULL,
     created REAL NOT NULL,
     last_heartbeat REAL NOT NULL,
-    heartbeats INTEGER NOT NULL DEFAULT 0
+    heartbeats INTEGER NOT NULL DEFAULT 0,
+    finished TEXT,
+    finish_detail TEXT
 );
 CREATE TABLE IF NOT EXISTS models (
     model_id TEXT PRIMARY KEY,
@@ -176,6 +178,47 @@ impl Store {
             params![id, now()],
         )?;
         Ok(n == 1)
+    }
+
+    /// Marks session `id` finished with `reason` (first wins); false when
+    /// there is no such session.
+    pub fn finish_session(
+        &self,
+        id: &str,
+        reason: &str,
+        detail: Option<&str>,
+    ) -> Result<bool, ApiError> {
+        if !self.session_exists(id)? {
+            return Ok(false);
+        }
+        self.conn().execute(
+            "UPDATE sessions SET finished = ?2, finish_detail = ?3
+             WHERE session_id = ?1 AND finished IS NULL",
+            params![id, reason, detail],
+        )?;
+        Ok(true)
+    }
+
+    /// How session `id` finished, if it did (a 404 when it does not exist).
+    pub fn session_finished(&self, id: &str) -> Result<Option<String>, ApiError> {
+        self.conn()
+            .query_row(
+                "SELECT finished FROM sessions WHERE session_id = ?1",
+                [id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .ok_or_else(|| ApiError::not_found(format!("session_id `{id}`: no such session")))
+    }
+
+    /// The ids of session `id`'s models.
+    pub fn session_models(&self, id: &str) -> Result<Vec<String>, ApiError> {
+        let conn = self.conn();
+        let mut st = conn.prepare("SELECT model_id FROM models WHERE session_id = ?1")?;
+        let ids = st
+            .query_map([id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(ids)
     }
 
     /// Whether session `id` exists.
@@ -456,6 +499,24 @@ mod tests {
                 .unwrap_err()
                 .status,
             axum::http::StatusCode::CONFLICT
+        );
+    }
+
+    #[test]
+    fn a_finished_session_keeps_its_first_reason() {
+        let s = Store::in_memory().unwrap();
+        s.create_session("s1", "0.38.0", &[]).unwrap();
+        assert_eq!(s.session_finished("s1").unwrap(), None);
+        assert!(s.finish_session("s1", "success", Some("done")).unwrap());
+        assert!(s.finish_session("s1", "errored", None).unwrap());
+        assert_eq!(
+            s.session_finished("s1").unwrap().as_deref(),
+            Some("success")
+        );
+        assert!(!s.finish_session("nope", "success", None).unwrap());
+        assert_eq!(
+            s.session_finished("nope").unwrap_err().status,
+            axum::http::StatusCode::NOT_FOUND
         );
     }
 }

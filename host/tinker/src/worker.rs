@@ -61,6 +61,10 @@ pub enum Op {
         optimizer: bool,
         create: Option<(i64, u64)>,
     },
+    /// Drops models from memory (their session finished).
+    Unload {
+        model_ids: Vec<String>,
+    },
     Sample {
         /// The model directory to sample from (base or saved weights).
         dir: PathBuf,
@@ -206,8 +210,9 @@ impl State {
     fn model(&mut self, id: &str) -> Result<&mut TrainingModel, (String, &'static str)> {
         self.models.get_mut(id).ok_or_else(|| {
             user(format!(
-                "model `{id}` is not loaded on this server: it was created before a restart \
-                 (load its last save_state into a new training client) or its creation failed"
+                "model `{id}` is not loaded on this server: its session finished, it was created \
+                 before a restart (load its last save_state into a new training client), or its \
+                 creation failed"
             ))
         })
     }
@@ -336,6 +341,12 @@ impl State {
                     .load_state(&source, optimizer)
                     .map_err(|e| user(format!("{e:#}")))?;
                 json_body(json!({"type": "load_weights"}))
+            }
+            Op::Unload { model_ids } => {
+                for id in &model_ids {
+                    self.models.remove(id);
+                }
+                json_body(json!({"type": "unload_model", "model_ids": model_ids}))
             }
             Op::Sample {
                 dir,

@@ -229,7 +229,20 @@ def state(url, base):
     rest = sc.create_rest_client()
     listed = [c.tinker_path for c in rest.list_checkpoints(tc.model_id).result().checkpoints]
     info = rest.get_weights_info_by_tinker_path(path).result()
+    # Closing the session ends it: its models are refused from then on.
+    sc.close("success", detail="test done").result()
+    req = urllib.request.Request(
+        url + "/api/v1/optim_step",
+        data=json.dumps({"model_id": tc.model_id, "adam_params": {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(req)
+        closed = "accepted"
+    except urllib.error.HTTPError as e:
+        closed = f"{e.code} {e.read().decode()}"
     print(json.dumps({
+        "closed": closed,
         "path": path,
         "after": after,
         "resumed": again,

@@ -171,4 +171,9 @@ fn saved_state_resumes_exactly_with_its_optimizer() {
         "{out}"
     );
     assert_eq!(out["lora_rank"], 8);
+    let closed = out["closed"].as_str().unwrap();
+    assert!(
+        closed.starts_with("400") && closed.contains("finished"),
+        "{closed}"
+    );
 }
