@@ -81,14 +81,7 @@ impl CausalLm {
             )));
         }
         let hidden = self.hidden_states(input_ids, attention_mask)?;
-        let (b, t, h) = match hidden.size()[..] {
-            [b, t, h] => (b, t, h),
-            ref s => {
-                return Err(ModelError::Input(format!(
-                    "hidden states must be [B, T, H], got {s:?}"
-                )))
-            }
-        };
+        let (b, t, h) = batch_time_hidden(&hidden)?;
         let vocab = self.config().vocab_size;
         let chunking = head_chunking([b, t, vocab], None, self.logprob_chunk_positions);
         let out = skyrl_torch_ops::chunked_logprobs(
@@ -112,14 +105,7 @@ impl CausalLm {
         options: &LogprobOptions,
         chunk_tokens: Option<i64>,
     ) -> Result<TokenLogprobs> {
-        let (b, t, h) = match hidden.size()[..] {
-            [b, t, h] => (b, t, h),
-            ref s => {
-                return Err(ModelError::Input(format!(
-                    "hidden states must be [B, T, H], got {s:?}"
-                )))
-            }
-        };
+        let (b, t, h) = batch_time_hidden(hidden)?;
         let vocab = self.config().vocab_size;
         let chunking = head_chunking(
             [b, t - 1, vocab],
@@ -144,6 +130,16 @@ impl CausalLm {
             logprobs: out.logprobs.view([b, t - 1]),
             entropy: out.entropy.map(|e| e.view([b, t - 1])),
         })
+    }
+}
+
+/// `(B, T, H)` of final hidden states `[B, T, H]`.
+fn batch_time_hidden(hidden: &Tensor) -> Result<(i64, i64, i64)> {
+    match hidden.size()[..] {
+        [b, t, h] => Ok((b, t, h)),
+        ref s => Err(ModelError::Input(format!(
+            "hidden states must be [B, T, H], got {s:?}"
+        ))),
     }
 }
 
