@@ -81,19 +81,8 @@ impl CausalLm {
             )));
         }
         let hidden = self.hidden_states(input_ids, attention_mask)?;
-        let (b, t, h) = batch_time_hidden(&hidden)?;
-        let vocab = self.config().vocab_size;
-        let chunking = head_chunking([b, t, vocab], None, self.logprob_chunk_positions);
-        let out = skyrl_torch_ops::chunked_logprobs(
-            &hidden.reshape([b * t, h]),
-            self.lm_head(),
-            &targets.to_device(self.device()).reshape([b * t]),
-            1.0,
-            chunking,
-            false,
-        )
-        .map_err(|e| ModelError::Torch(tch::TchError::Torch(e.0)))?;
-        Ok(out.logprobs.view([b, t]))
+        let out = self.logprobs_at(&hidden, targets, &LogprobOptions::default(), None)?;
+        Ok(out.logprobs)
     }
 
     /// Next-token logprobs (and entropy) `[B, T-1]` of final hidden states
@@ -105,30 +94,36 @@ impl CausalLm {
         options: &LogprobOptions,
         chunk_tokens: Option<i64>,
     ) -> Result<TokenLogprobs> {
-        let (b, t, h) = batch_time_hidden(hidden)?;
+        let t = batch_time_hidden(hidden)?.1;
+        let next = input_ids.narrow(1, 1, t - 1);
+        self.logprobs_at(&hidden.narrow(1, 0, t - 1), &next, options, chunk_tokens)
+    }
+
+    /// Log-probs (and entropy) `[B, P]` of `targets [B, P]` scored from final
+    /// hidden states `[B, P, H]`, position by position, through the chunked
+    /// LM head.
+    fn logprobs_at(
+        &self,
+        hidden: &Tensor,
+        targets: &Tensor,
+        options: &LogprobOptions,
+        chunk_tokens: Option<i64>,
+    ) -> Result<TokenLogprobs> {
+        let (b, p, h) = batch_time_hidden(hidden)?;
         let vocab = self.config().vocab_size;
-        let chunking = head_chunking(
-            [b, t - 1, vocab],
-            chunk_tokens,
-            self.logprob_chunk_positions,
-        );
-        let rows = hidden.narrow(1, 0, t - 1).reshape([b * (t - 1), h]);
-        let targets = input_ids
-            .to_device(self.device())
-            .narrow(1, 1, t - 1)
-            .reshape([b * (t - 1)]);
+        let chunking = head_chunking([b, p, vocab], chunk_tokens, self.logprob_chunk_positions);
         let out = skyrl_torch_ops::chunked_logprobs(
-            &rows,
+            &hidden.reshape([b * p, h]),
             self.lm_head(),
-            &targets,
+            &targets.to_device(self.device()).reshape([b * p]),
             options.temperature,
             chunking,
             options.with_entropy,
         )
         .map_err(|e| ModelError::Torch(tch::TchError::Torch(e.0)))?;
         Ok(TokenLogprobs {
-            logprobs: out.logprobs.view([b, t - 1]),
-            entropy: out.entropy.map(|e| e.view([b, t - 1])),
+            logprobs: out.logprobs.view([b, p]),
+            entropy: out.entropy.map(|e| e.view([b, p])),
         })
     }
 }

@@ -75,12 +75,8 @@ impl ParamInit {
 
     /// A trainable variable `name [dims]` under `p`: zeros or uninitialised.
     fn bias(self, p: &nn::Path, name: &str, dims: &[i64]) -> Tensor {
-        self.var(p, name, dims, nn::Init::Const(0.0))
-    }
-
-    fn var(self, p: &nn::Path, name: &str, dims: &[i64], init: nn::Init) -> Tensor {
         match self {
-            ParamInit::Seeded(_) => p.var(name, dims, init),
+            ParamInit::Seeded(_) => p.zeros(name, dims),
             ParamInit::Empty => Self::empty(p, name, dims),
         }
     }

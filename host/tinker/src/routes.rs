@@ -23,7 +23,9 @@ use crate::proto::{self, chunk, loss_config_value, ForwardBackwardRequest};
 use crate::sampler::TinkerSampling;
 use crate::store::{FutureState, ModelRow, Store};
 use crate::training::{AdamStep, DatumInput};
-use crate::worker::{Job, Op, WorkerConfig, WorkerHandle};
+use crate::worker::{
+    path_segment, tinker_path, Job, Op, WorkerConfig, WorkerHandle, SAMPLER, TRAINING,
+};
 
 /// How long `retrieve_future` waits for a result before answering `try_again`.
 const LONG_POLL: Duration = Duration::from_secs(20);
@@ -249,6 +251,17 @@ struct OptimizerConfigIn {
     kind: String,
 }
 
+/// An `optimizer_config`, which may only name adamw.
+fn check_optimizer(config: Option<&OptimizerConfigIn>) -> Result<(), ApiError> {
+    match config {
+        Some(o) if o.kind != "adamw" => Err(ApiError::bad_request(format!(
+            "optimizer_config.type `{}` is not supported; this server trains with adamw",
+            o.kind
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Deserialize)]
 struct CreateModel {
     session_id: String,
@@ -262,14 +275,7 @@ async fn create_model(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
     let req: CreateModel = parse(&body)?;
     s.open_session(&req.session_id)?;
     s.check_base_model(&req.base_model)?;
-    if let Some(o) = &req.optimizer_config {
-        if o.kind != "adamw" {
-            return Err(ApiError::bad_request(format!(
-                "optimizer_config.type `{}` is not supported; this server trains with adamw",
-                o.kind
-            )));
-        }
-    }
+    check_optimizer(req.optimizer_config.as_ref())?;
     let lora = req.lora_config.unwrap_or(LoraConfigIn {
         rank: 0,
         seed: None,
@@ -552,11 +558,11 @@ async fn save_for_sampler(State(s): State<AppState>, body: Bytes) -> Result<Json
     };
     check_name("path", &checkpoint_id)?;
     s.store
-        .create_checkpoint(&req.model_id, &checkpoint_id, "sampler")?;
+        .create_checkpoint(&req.model_id, &checkpoint_id, SAMPLER)?;
     let sampling_session_id = match session {
         Some(ss) => {
             let id = new_id("sampling");
-            let path = format!("tinker://{}/sampler_weights/{checkpoint_id}", req.model_id);
+            let path = tinker_path(&req.model_id, SAMPLER, &checkpoint_id);
             s.store
                 .create_sampling_session(&id, &model.session_id, ss, None, Some(&path))?;
             Some(id)
@@ -646,11 +652,7 @@ impl AppState {
         path: &str,
         kind: &str,
     ) -> Result<(String, String, std::path::PathBuf), ApiError> {
-        let segment = if kind == "training" {
-            "weights"
-        } else {
-            "sampler_weights"
-        };
+        let segment = path_segment(kind);
         let bad = || {
             ApiError::bad_request(format!(
                 "{field} `{path}` must be tinker://MODEL_ID/{segment}/NAME"
@@ -660,18 +662,14 @@ impl AppState {
         let parts: Vec<&str> = rest.split('/').collect();
         let (model_id, name) = match parts.as_slice() {
             [m, seg, n] if *seg == segment => (*m, *n),
-            [m, n] if kind == "sampler" => (*m, *n),
+            [m, n] if kind == SAMPLER => (*m, *n),
             _ => return Err(bad()),
         };
         check_name(field, name)?;
         self.store.model(model_id)?;
         match self.store.checkpoint(model_id, name, kind)? {
             Some(c) if c.status == "completed" => {
-                let dir = if kind == "training" {
-                    self.config.weights_dir(model_id, name)
-                } else {
-                    self.config.sampler_dir(model_id, name)
-                };
+                let dir = self.config.checkpoint_dir(model_id, kind, name);
                 Ok((model_id.to_string(), name.to_string(), dir))
             }
             Some(c) => Err(ApiError::bad_request(format!(
@@ -686,7 +684,7 @@ impl AppState {
 
     /// The directory of completed sampler weights.
     fn sampler_dir(&self, path: &str) -> Result<std::path::PathBuf, ApiError> {
-        Ok(self.checkpoint("model_path", path, "sampler")?.2)
+        Ok(self.checkpoint("model_path", path, SAMPLER)?.2)
     }
 }
 
@@ -706,8 +704,7 @@ async fn save_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
         (None, None) => return Err(ApiError::bad_request("path is required")),
     };
     check_name("path", &name)?;
-    s.store
-        .create_checkpoint(&req.model_id, &name, "training")?;
+    s.store.create_checkpoint(&req.model_id, &name, TRAINING)?;
     let op = Op::SaveWeights {
         model_id: req.model_id.clone(),
         checkpoint_id: name,
@@ -745,20 +742,13 @@ fn checkpoint_meta(dir: &std::path::Path) -> Result<(String, i64, u64), ApiError
 
 async fn load_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: LoadWeights = parse(&body)?;
-    let (_, _, dir) = s.checkpoint("path", &req.path, "training")?;
+    let (_, _, dir) = s.checkpoint("path", &req.path, TRAINING)?;
     let (base, rank, seed) = checkpoint_meta(&dir)?;
     s.check_base_model(&base)?;
     if let Some(b) = &req.base_model {
         s.check_base_model(b)?;
     }
-    if let Some(o) = &req.optimizer_config {
-        if o.kind != "adamw" {
-            return Err(ApiError::bad_request(format!(
-                "optimizer_config.type `{}` is not supported; this server trains with adamw",
-                o.kind
-            )));
-        }
-    }
+    check_optimizer(req.optimizer_config.as_ref())?;
     let (model_id, create) = match (&req.model_id, &req.session_id) {
         (Some(id), None) => {
             let m = s.live_model(id)?;
@@ -807,9 +797,9 @@ struct WeightsInfo {
 async fn weights_info(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: WeightsInfo = parse(&body)?;
     let kind = if req.tinker_path.contains("/sampler_weights/") {
-        "sampler"
+        SAMPLER
     } else {
-        "training"
+        TRAINING
     };
     let (model_id, _, _) = s.checkpoint("tinker_path", &req.tinker_path, kind)?;
     let m = s.store.model(&model_id)?;
@@ -828,16 +818,11 @@ fn timestamp(secs: f64) -> String {
 }
 
 fn checkpoint_json(c: &crate::store::CheckpointRow) -> Value {
-    let segment = if c.kind == "training" {
-        "weights"
-    } else {
-        "sampler_weights"
-    };
     json!({
-        "checkpoint_id": format!("{segment}/{}", c.checkpoint_id),
+        "checkpoint_id": format!("{}/{}", path_segment(&c.kind), c.checkpoint_id),
         "checkpoint_type": c.kind,
         "time": timestamp(c.created),
-        "tinker_path": format!("tinker://{}/{segment}/{}", c.model_id, c.checkpoint_id),
+        "tinker_path": tinker_path(&c.model_id, &c.kind, &c.checkpoint_id),
     })
 }
 
@@ -862,8 +847,8 @@ fn training_run_json(s: &AppState, m: &ModelRow) -> Result<Value, ApiError> {
         "corrupted": false,
         "lora_rank": (m.lora_rank > 0).then_some(m.lora_rank),
         "last_request_time": timestamp(m.created),
-        "last_checkpoint": last("training"),
-        "last_sampler_checkpoint": last("sampler"),
+        "last_checkpoint": last(TRAINING),
+        "last_sampler_checkpoint": last(SAMPLER),
     }))
 }
 

@@ -123,18 +123,12 @@ impl Samplers {
         prompt_logprobs: bool,
     ) -> Result<SampleResponse, SampleError> {
         let engine = self.engine(dir).map_err(SampleError::Server)?;
-        let config = engine.model().config();
-        if let Some(bad) = prompt.iter().find(|&&t| t < 0 || t >= config.vocab_size) {
-            return Err(SampleError::User(format!(
-                "prompt has token id {bad} outside the vocabulary [0, {})",
-                config.vocab_size
-            )));
-        }
         let mut params = params.clone();
         if prompt_logprobs {
             params.prompt_logprobs = Some(0);
         }
         let prompts = vec![prompt.to_vec(); num_samples];
+        // The engine checks the prompt (vocabulary, context) and the settings.
         let completions = engine
             .generate(&prompts, &params)
             .map_err(|e| SampleError::User(e.to_string()))?;

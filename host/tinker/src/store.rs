@@ -253,19 +253,9 @@ impl Store {
     pub fn model(&self, id: &str) -> Result<ModelRow, ApiError> {
         self.conn()
             .query_row(
-                "SELECT model_id, session_id, base_model, lora_rank, lora_seed, created
-                 FROM models WHERE model_id = ?1",
+                &format!("SELECT {MODEL_COLUMNS} FROM models WHERE model_id = ?1"),
                 [id],
-                |r| {
-                    Ok(ModelRow {
-                        model_id: r.get(0)?,
-                        session_id: r.get(1)?,
-                        base_model: r.get(2)?,
-                        lora_rank: r.get(3)?,
-                        lora_seed: r.get::<_, i64>(4)? as u64,
-                        created: r.get(5)?,
-                    })
-                },
+                model_row,
             )
             .optional()?
             .ok_or_else(|| ApiError::not_found(format!("model_id `{id}`: no such model")))
@@ -274,11 +264,11 @@ impl Store {
     /// Every model, oldest first.
     pub fn models(&self) -> Result<Vec<ModelRow>, ApiError> {
         let conn = self.conn();
-        let mut st = conn.prepare("SELECT model_id FROM models ORDER BY created, model_id")?;
-        let ids: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-        drop(st);
-        drop(conn);
-        ids.iter().map(|id| self.model(id)).collect()
+        let mut st = conn.prepare(&format!(
+            "SELECT {MODEL_COLUMNS} FROM models ORDER BY created, model_id"
+        ))?;
+        let rows = st.query_map([], model_row)?.collect::<Result<_, _>>()?;
+        Ok(rows)
     }
 
     /// A new pending future of `kind` for `model_id`: its request id.
@@ -443,6 +433,20 @@ impl Store {
                 ApiError::not_found(format!("sampling_session_id `{id}`: no such sampling session"))
             })
     }
+}
+
+/// The columns [`model_row`] reads, in its order.
+const MODEL_COLUMNS: &str = "model_id, session_id, base_model, lora_rank, lora_seed, created";
+
+fn model_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ModelRow> {
+    Ok(ModelRow {
+        model_id: r.get(0)?,
+        session_id: r.get(1)?,
+        base_model: r.get(2)?,
+        lora_rank: r.get(3)?,
+        lora_seed: r.get::<_, i64>(4)? as u64,
+        created: r.get(5)?,
+    })
 }
 
 fn checkpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CheckpointRow> {

@@ -57,8 +57,6 @@ pub struct AdamStep {
 pub struct TrainingModel {
     model: CausalLm,
     optimizer: AdamW,
-    /// Datums whose gradients are accumulated and not yet applied.
-    pending_datums: usize,
 }
 
 impl TrainingModel {
@@ -96,11 +94,7 @@ impl TrainingModel {
             weight_decay: 0.0,
         };
         let optimizer = AdamW::new(model.trainable_parameters(), hp, LrSchedule::Constant);
-        Ok(Self {
-            model,
-            optimizer,
-            pending_datums: 0,
-        })
+        Ok(Self { model, optimizer })
     }
 
     /// The model (weights, config, adapters).
@@ -159,32 +153,24 @@ impl TrainingModel {
         loss: LossFn,
         backward: bool,
     ) -> Result<PassOutput> {
-        let b = data.len() as i64;
-        let t = data.iter().map(|d| d.tokens.len()).max().unwrap_or(0) as i64;
-        let pad = |rows: &dyn Fn(&DatumInput) -> Vec<f32>| -> Tensor {
-            let mut flat = vec![0f32; (b * t) as usize];
-            for (i, d) in data.iter().enumerate() {
-                let row = rows(d);
-                flat[i * t as usize..i * t as usize + row.len()].copy_from_slice(&row);
-            }
-            Tensor::from_slice(&flat).view([b, t])
-        };
-        let ids_of = |f: &dyn Fn(&DatumInput) -> &Vec<i64>| -> Tensor {
-            let mut flat = vec![0i64; (b * t) as usize];
-            for (i, d) in data.iter().enumerate() {
-                flat[i * t as usize..i * t as usize + f(d).len()].copy_from_slice(f(d));
-            }
-            Tensor::from_slice(&flat).view([b, t])
-        };
+        let t = data.iter().map(|d| d.tokens.len()).max().unwrap_or(0);
         let device = self.model.device();
-        let ids = ids_of(&|d| &d.tokens).to_device(device);
-        let targets = ids_of(&|d| &d.targets).to_device(device);
-        let mask = pad(&|d| vec![1.0; d.tokens.len()])
+        let ids = padded(data, t, |d| &d.tokens).to_device(device);
+        let targets = padded(data, t, |d| &d.targets).to_device(device);
+        let lengths = Tensor::from_slice(
+            &data
+                .iter()
+                .map(|d| d.tokens.len() as i64)
+                .collect::<Vec<_>>(),
+        );
+        let mask = Tensor::arange(t as i64, (Kind::Int64, Device::Cpu))
+            .unsqueeze(0)
+            .lt_tensor(&lengths.unsqueeze(1))
             .to_kind(Kind::Int64)
             .to_device(device);
-        let weights = pad(&|d| d.weights.clone()).to_device(device);
-        let q = pad(&|d| d.sampler_logprobs.clone()).to_device(device);
-        let adv = pad(&|d| d.advantages.clone()).to_device(device);
+        let weights = padded(data, t, |d| &d.weights).to_device(device);
+        let q = padded(data, t, |d| &d.sampler_logprobs).to_device(device);
+        let adv = padded(data, t, |d| &d.advantages).to_device(device);
         let run = || -> Result<(Tensor, Tensor)> {
             // Through the chunked LM head: no [B, T, vocab] logits for large vocabularies.
             let lp = self.model.target_logprobs(&ids, &mask, &targets)?;
@@ -194,7 +180,6 @@ impl TrainingModel {
         let (lp, per_token) = if backward {
             let (lp, per_token) = self.model.with_training(run)?;
             per_token.sum(Kind::Float).backward();
-            self.pending_datums += data.len();
             (lp, per_token)
         } else {
             tch::no_grad(run)?
@@ -238,7 +223,6 @@ impl TrainingModel {
         let norm = sum_of_squares_many(&grads).sqrt();
         self.optimizer.step(adam.grad_clip_norm);
         self.optimizer.zero_grad();
-        self.pending_datums = 0;
         norm
     }
 
@@ -303,7 +287,6 @@ impl TrainingModel {
                 .with_context(|| format!("cannot read {}", path.display()))?;
             self.optimizer.load_state_tensors(state)?;
         }
-        self.pending_datums = 0;
         Ok(())
     }
 
@@ -321,6 +304,21 @@ impl TrainingModel {
         })
         .with_context(|| format!("cannot write sampler weights to {}", dir.display()))
     }
+}
+
+/// `[B, t]` rows of one field of each datum, right-padded with zeros (a
+/// field shorter than its datum, or absent, is zero beyond its end).
+fn padded<T: tch::kind::Element + Copy + Default>(
+    data: &[DatumInput],
+    t: usize,
+    field: impl Fn(&DatumInput) -> &[T],
+) -> Tensor {
+    let mut flat = vec![T::default(); data.len() * t];
+    for (row, d) in flat.chunks_exact_mut(t.max(1)).zip(data) {
+        let values = field(d);
+        row[..values.len()].copy_from_slice(values);
+    }
+    Tensor::from_slice(&flat).view([data.len() as i64, t as i64])
 }
 
 /// Copies the tokenizer and generation files of a model directory.

@@ -93,23 +93,34 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
-    /// Directory of training checkpoint `checkpoint_id` of `model_id`.
-    pub fn weights_dir(&self, model_id: &str, checkpoint_id: &str) -> PathBuf {
+    /// Directory of checkpoint `name` of `kind` (`training` or `sampler`)
+    /// of `model_id`: `DATA_DIR/checkpoints/MODEL/SEGMENT/NAME`.
+    pub fn checkpoint_dir(&self, model_id: &str, kind: &str, name: &str) -> PathBuf {
         self.data_dir
             .join("checkpoints")
             .join(model_id)
-            .join("weights")
-            .join(checkpoint_id)
+            .join(path_segment(kind))
+            .join(name)
     }
+}
 
-    /// Directory of sampler weights `checkpoint_id` of `model_id`.
-    pub fn sampler_dir(&self, model_id: &str, checkpoint_id: &str) -> PathBuf {
-        self.data_dir
-            .join("checkpoints")
-            .join(model_id)
-            .join("sampler_weights")
-            .join(checkpoint_id)
+/// A training checkpoint (`save_state`) and sampler weights, as the store
+/// names their kinds.
+pub const TRAINING: &str = "training";
+pub const SAMPLER: &str = "sampler";
+
+/// The path segment of a checkpoint kind: `weights` (training) or `sampler_weights`.
+pub fn path_segment(kind: &str) -> &'static str {
+    if kind == TRAINING {
+        "weights"
+    } else {
+        "sampler_weights"
     }
+}
+
+/// The `tinker://MODEL/SEGMENT/NAME` path of a checkpoint.
+pub fn tinker_path(model_id: &str, kind: &str, name: &str) -> String {
+    format!("tinker://{model_id}/{}/{name}", path_segment(kind))
 }
 
 /// The handle routes use: send jobs, watch completions.
@@ -217,6 +228,20 @@ impl State {
         })
     }
 
+    /// Loads a new training model `model_id` of the base model.
+    fn create(
+        &mut self,
+        model_id: &str,
+        rank: i64,
+        seed: u64,
+    ) -> Result<(), (String, &'static str)> {
+        let c = &self.config;
+        let m = TrainingModel::new(&c.base_dir, &c.base_name, rank, seed, &c.options)
+            .map_err(|e| user(format!("{e:#}")))?;
+        self.models.insert(model_id.to_string(), m);
+        Ok(())
+    }
+
     /// Marks a checkpoint completed or failed as `saved` says; passes it on.
     fn record_save(
         &self,
@@ -239,10 +264,7 @@ impl State {
                 rank,
                 seed,
             } => {
-                let c = &self.config;
-                let m = TrainingModel::new(&c.base_dir, &c.base_name, rank, seed, &c.options)
-                    .map_err(|e| user(format!("{e:#}")))?;
-                self.models.insert(model_id.clone(), m);
+                self.create(&model_id, rank, seed)?;
                 json_body(json!({"model_id": model_id, "type": "create_model"}))
             }
             Op::ForwardBackward {
@@ -287,16 +309,18 @@ impl State {
                 checkpoint_id,
                 sampling_session_id,
             } => {
-                let dir = self.config.sampler_dir(&model_id, &checkpoint_id);
+                let dir = self
+                    .config
+                    .checkpoint_dir(&model_id, SAMPLER, &checkpoint_id);
                 let base = self.config.base_dir.clone();
                 let saved = self.model(&model_id).and_then(|m| {
                     m.write_sampler_weights(&dir, &base)
                         .map_err(|e| server(format!("{e:#}")))
                 });
-                self.record_save(&model_id, &checkpoint_id, "sampler", saved)?;
+                self.record_save(&model_id, &checkpoint_id, SAMPLER, saved)?;
                 self.samplers.evict(&dir);
                 json_body(json!({
-                    "path": format!("tinker://{model_id}/sampler_weights/{checkpoint_id}"),
+                    "path": tinker_path(&model_id, SAMPLER, &checkpoint_id),
                     "type": "save_weights_for_sampler",
                     "sampling_session_id": sampling_session_id,
                 }))
@@ -305,7 +329,9 @@ impl State {
                 model_id,
                 checkpoint_id,
             } => {
-                let dir = self.config.weights_dir(&model_id, &checkpoint_id);
+                let dir = self
+                    .config
+                    .checkpoint_dir(&model_id, TRAINING, &checkpoint_id);
                 let saved = match self.store.model(&model_id) {
                     Ok(row) => self.model(&model_id).and_then(|m| {
                         let meta = json!({
@@ -319,9 +345,9 @@ impl State {
                     }),
                     Err(e) => Err(server(e)),
                 };
-                self.record_save(&model_id, &checkpoint_id, "training", saved)?;
+                self.record_save(&model_id, &checkpoint_id, TRAINING, saved)?;
                 json_body(json!({
-                    "path": format!("tinker://{model_id}/weights/{checkpoint_id}"),
+                    "path": tinker_path(&model_id, TRAINING, &checkpoint_id),
                     "type": "save_weights",
                 }))
             }
@@ -332,10 +358,7 @@ impl State {
                 create,
             } => {
                 if let Some((rank, seed)) = create {
-                    let c = &self.config;
-                    let m = TrainingModel::new(&c.base_dir, &c.base_name, rank, seed, &c.options)
-                        .map_err(|e| user(format!("{e:#}")))?;
-                    self.models.insert(model_id.clone(), m);
+                    self.create(&model_id, rank, seed)?;
                 }
                 self.model(&model_id)?
                     .load_state(&source, optimizer)
