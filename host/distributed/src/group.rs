@@ -258,6 +258,21 @@ impl ProcessGroup {
         result.map_err(|e| self.collective_error(op, e))
     }
 
+    /// The ranks whose heartbeats have stopped (watched for up to
+    /// [`crate::watchdog::OBSERVE_WINDOW`]); empty when every rank is alive.
+    /// For a rank waiting on its peers outside a collective (e.g. polling
+    /// the store), which a dead peer would otherwise leave waiting.
+    pub fn dead_ranks(&self) -> Result<Vec<usize>> {
+        self.watchdog
+            .diagnose()
+            .map_err(|e| DistError::StoreUnreachable {
+                op: "dead_ranks",
+                rank: self.env.rank,
+                host: self.env.store_host(),
+                message: e.message,
+            })
+    }
+
     /// Turns a failed collective into an error naming the dead ranks, if any.
     pub(crate) fn collective_error(&self, op: &'static str, e: ShimError) -> DistError {
         let rank = self.env.rank;

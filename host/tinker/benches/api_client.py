@@ -1,15 +1,42 @@
 """The client half of benches/api_overhead.rs: times LoRA training steps and
-sampling through `skyrl tinker-serve` with the official `tinker` client.
+sampling through `skyrl tinker-serve` with the official `tinker` client, or
+the same sampling through `skyrl serve` with the official `openai` client.
 
   api_client.py URL BASE STEPS BATCH TOKENS SAMPLES NEW_TOKENS
+  api_client.py openai URL STEPS SAMPLES NEW_TOKENS
 """
 
 import json
 import sys
 import time
 
-import tinker
-from tinker import types
+PROMPT = [5, 9, 12, 20]
+
+if sys.argv[1] == "openai":
+    from openai import OpenAI
+
+    url = sys.argv[2]
+    steps, samples, new_tokens = (int(a) for a in sys.argv[3:6])
+    oc = OpenAI(base_url=url + "/v1", api_key="none")
+    model = oc.models.list().data[0].id
+
+    def complete():
+        r = oc.completions.create(
+            model=model, prompt=PROMPT, n=samples, max_tokens=new_tokens,
+            temperature=1.0, seed=0, extra_body={"ignore_eos": True},
+        )
+        assert len(r.choices) == samples
+
+    complete()
+    t = time.perf_counter()
+    for _ in range(steps):
+        complete()
+    sample = steps * samples * new_tokens / (time.perf_counter() - t)
+    print(json.dumps({"sample_tokens_per_s": sample}))
+    sys.exit(0)
+
+import tinker  # noqa: E402
+from tinker import types  # noqa: E402
 
 url, base = sys.argv[1], sys.argv[2]
 steps, batch, tokens, samples, new_tokens = (int(a) for a in sys.argv[3:8])
@@ -40,7 +67,7 @@ for _ in range(steps):
 train = steps * batch * tokens / (time.perf_counter() - t)
 
 sampler = tc.save_weights_and_get_sampling_client(name="bench")
-prompt = types.ModelInput.from_ints([5, 9, 12, 20])
+prompt = types.ModelInput.from_ints(PROMPT)
 params = types.SamplingParams(max_tokens=new_tokens, seed=0, stop=[])
 sampler.sample(prompt=prompt, num_samples=samples, sampling_params=params).result()
 t = time.perf_counter()

@@ -1,9 +1,11 @@
 //! The Tinker API's overhead: the same LoRA training steps (forward-backward
 //! and AdamW) and the same sampling, once in process and once through
 //! `skyrl tinker-serve` driven by the official `tinker` client, side by side
-//! in one run. Prints tokens/s of each and the ratios.
+//! in one run; and the same sampling through `skyrl serve` (the OpenAI API,
+//! the official `openai` client) on the same weights. Prints tokens/s of each
+//! and the ratios.
 //!
-//! `cargo bench -p skyrl-tinker --bench api_overhead [-- --steps N]`
+//! `cargo build --release -p skyrl-cli && cargo bench -p skyrl-tinker --bench api_overhead [-- --steps N]`
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -116,6 +118,7 @@ fn main() {
         base_name: "small".into(),
         db: None,
         data_dir: dir.path().join("data"),
+        api_key: None,
         options: cpu(),
     })
     .unwrap();
@@ -145,6 +148,7 @@ fn main() {
     let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let train_api = v["train_tokens_per_s"].as_f64().unwrap();
     let sample_api = v["sample_tokens_per_s"].as_f64().unwrap();
+    let serve = serve_sampling(&model, steps);
     let after = measure();
     let train_direct = (before.0 + after.0) / 2.0;
     let sample_direct = (before.1 + after.1) / 2.0;
@@ -157,4 +161,64 @@ fn main() {
         "sample in process {sample_direct:>7.0} tok/s ({:.0} before, {:.0} after) | through the API {sample_api:>7.0} tok/s | API/direct {:.3}  ({SAMPLES} samples x {NEW_TOKENS} tokens)",
         before.1, after.1, sample_api / sample_direct
     );
+    match serve {
+        Some(serve) => println!(
+            "sample through skyrl serve (OpenAI API) {serve:>7.0} tok/s | tinker-serve/skyrl serve {:.3}",
+            sample_api / serve
+        ),
+        None => println!(
+            "skyrl serve: not measured (build the CLI first: cargo build --release -p skyrl-cli)"
+        ),
+    }
+}
+
+/// The same sampling (`SAMPLES` x `NEW_TOKENS` from the same prompt) through
+/// `skyrl serve` on `model` and the official `openai` client: tokens/s, or
+/// `None` when the CLI is not built.
+fn serve_sampling(model: &std::path::Path, steps: usize) -> Option<f64> {
+    // target/release/deps/api_overhead-HASH -> target/release/skyrl
+    let exe = std::env::current_exe().ok()?;
+    let skyrl = exe.parent()?.parent()?.join("skyrl");
+    if !skyrl.is_file() {
+        return None;
+    }
+    let mut child = Command::new(skyrl)
+        .args(["serve", "--model"])
+        .arg(model)
+        .args(["--port", "0"])
+        .env("OMP_NUM_THREADS", "1")
+        .env_remove("SKYRL_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start skyrl serve");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = format!(
+        "http://{}",
+        line.trim()
+            .strip_prefix("skyrl serve listening on http://")
+            .unwrap_or_else(|| panic!("skyrl serve printed {line:?}"))
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/api_client.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args(["openai", &url, &steps.to_string()])
+        .args([&SAMPLES.to_string(), &NEW_TOKENS.to_string()])
+        .output()
+        .expect("run the project venv's python (scripts/setup)");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "api_client.py openai failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    v["sample_tokens_per_s"].as_f64()
 }

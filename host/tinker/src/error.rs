@@ -31,26 +31,12 @@ impl ApiError {
         }
     }
 
-    /// 409: it conflicts with what exists.
-    pub fn conflict(detail: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::CONFLICT,
-            detail: detail.into(),
-        }
-    }
-
     /// 500: the server failed (its store, most likely).
     pub fn internal(detail: impl Into<String>) -> Self {
         Self {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             detail: detail.into(),
         }
-    }
-}
-
-impl From<rusqlite::Error> for ApiError {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::internal(format!("state store: {e}"))
     }
 }
 

@@ -10,16 +10,18 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use prost::Message;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::checkpoints;
 use crate::error::ApiError;
 use crate::loss::LossFn;
 use crate::proto::{self, chunk, loss_config_value, ForwardBackwardRequest};
+use crate::replicas::Replicated;
 use crate::sampler::TinkerSampling;
 use crate::store::{FutureState, ModelRow, Store};
 use crate::training::{AdamStep, DatumInput};
@@ -43,6 +45,8 @@ pub struct AppState {
     pub store: Arc<Store>,
     pub worker: WorkerHandle,
     pub config: WorkerConfig,
+    /// The key every request must carry (`--api-key`), if any.
+    pub api_key: Option<Arc<str>>,
 }
 
 /// The router.
@@ -82,30 +86,82 @@ pub fn router(state: AppState) -> Router {
             get(run_checkpoints),
         )
         .route("/api/v1/retrieve_future", post(retrieve_future))
+        .route(
+            "/api/v1/save_weights_external",
+            post(checkpoints::save_external),
+        )
+        .route("/api/v1/checkpoints", get(checkpoints::list_all))
+        .route(
+            "/api/v1/training_runs/{id}/checkpoints/{segment}/{name}",
+            delete(checkpoints::delete),
+        )
+        .route(
+            "/api/v1/training_runs/{id}/checkpoints/{segment}/{name}/ttl",
+            put(checkpoints::set_ttl),
+        )
+        .route(
+            "/api/v1/training_runs/{id}/checkpoints/{segment}/{name}/publish",
+            post(checkpoints::publish).delete(checkpoints::unpublish),
+        )
+        .route(
+            "/api/v1/training_runs/{id}/checkpoints/{segment}/{name}/external_weights_urls",
+            get(checkpoints::external_urls),
+        )
+        .route(
+            "/api/v1/downloads/{token}/{*file}",
+            get(checkpoints::download),
+        )
         .fallback(|| async { ApiError::not_found("no such route") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::check,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
 /// Parses a JSON body, naming the field a malformed one gets wrong.
-fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed request body: {e}")))
 }
 
-fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}_{:016x}", rand::random::<u64>())
 }
 
+/// The session a model id (`SESSION:train:SEQ`) belongs to.
+fn session_of(model_id: &str) -> &str {
+    model_id.split(':').next().unwrap_or(model_id)
+}
+
 /// Answer of a route that queued a job.
-fn future_response(request_id: i64, model_id: Option<&str>) -> Json<Value> {
+pub(crate) fn future_response(request_id: i64, model_id: Option<&str>) -> Json<Value> {
     Json(json!({"request_id": request_id.to_string(), "model_id": model_id}))
 }
 
 impl AppState {
-    fn queue(&self, kind: &str, model_id: Option<&str>, op: Op) -> Result<i64, ApiError> {
+    /// Queues `op` in its model's session's lane (see [`crate::queue`]).
+    pub(crate) fn queue(
+        &self,
+        kind: &str,
+        model_id: Option<&str>,
+        op: Op,
+    ) -> Result<i64, ApiError> {
+        let lane = model_id.map_or("", session_of);
+        self.queue_in(lane, kind, model_id, op)
+    }
+
+    /// Queues `op` in `lane`: a future's id.
+    pub(crate) fn queue_in(
+        &self,
+        lane: &str,
+        kind: &str,
+        model_id: Option<&str>,
+        op: Op,
+    ) -> Result<i64, ApiError> {
         let request_id = self.store.create_future(kind, model_id)?;
-        if !self.worker.send(Job { request_id, op }) {
+        if !self.worker.send(lane, Job { request_id, op }) {
             let failed = FutureState::Failed {
                 error: "the model thread has stopped".into(),
                 category: "server".into(),
@@ -113,6 +169,27 @@ impl AppState {
             self.store.finish_future(request_id, &failed)?;
         }
         Ok(request_id)
+    }
+
+    /// Records a pending checkpoint of `kind` named `path` (else after
+    /// `seq_id`) with its time-to-live; its name.
+    pub(crate) fn new_checkpoint(
+        &self,
+        model_id: &str,
+        kind: &str,
+        path: &Option<String>,
+        seq_id: Option<i64>,
+        ttl_seconds: Option<i64>,
+    ) -> Result<String, ApiError> {
+        let name = match (path, seq_id) {
+            (Some(p), _) => p.clone(),
+            (None, Some(seq)) => format!("seq{seq}"),
+            (None, None) => return Err(ApiError::bad_request("path is required")),
+        };
+        check_name("path", &name)?;
+        let ttl = checkpoints::ttl(ttl_seconds)?;
+        self.store.create_checkpoint(model_id, &name, kind, ttl)?;
+        Ok(name)
     }
 
     /// Session `id`, which must exist and not be finished.
@@ -126,7 +203,7 @@ impl AppState {
     }
 
     /// Model `id`, whose session must not be finished.
-    fn live_model(&self, id: &str) -> Result<ModelRow, ApiError> {
+    pub(crate) fn live_model(&self, id: &str) -> Result<ModelRow, ApiError> {
         let m = self.store.model(id)?;
         if let Some(reason) = self.store.session_finished(&m.session_id)? {
             return Err(ApiError::bad_request(format!(
@@ -232,7 +309,9 @@ async fn finish_session(
     }
     let model_ids = s.store.session_models(&id)?;
     if !model_ids.is_empty() {
-        s.queue("unload_model", None, Op::Unload { model_ids })?;
+        // In the session's lane: after the requests it already queued.
+        let op = Op::Train(Replicated::Unload { model_ids });
+        s.queue_in(&id, "unload_model", None, op)?;
     }
     Ok(Json(json!({})))
 }
@@ -303,11 +382,11 @@ async fn create_model(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
         lora_seed: seed,
         created: 0.0,
     })?;
-    let op = Op::CreateModel {
+    let op = Op::Train(Replicated::Create {
         model_id: model_id.clone(),
         rank: lora.rank,
         seed,
-    };
+    });
     let id = s.queue("create_model", Some(&model_id), op)?;
     Ok(future_response(id, Some(&model_id)))
 }
@@ -438,12 +517,12 @@ async fn forward_backward(
     } else {
         "forward_backward"
     };
-    let op = Op::ForwardBackward {
+    let op = Op::Train(Replicated::ForwardBackward {
         model_id: req.model_id.clone(),
         data,
         loss,
         backward: !req.forward_only,
-    };
+    });
     let id = s.queue(kind, Some(&req.model_id), op)?;
     Ok(future_response(id, Some(&req.model_id)))
 }
@@ -505,7 +584,7 @@ async fn optim_step(State(s): State<AppState>, body: Bytes) -> Result<Json<Value
             "adam_params: learning_rate and weight_decay must be >= 0, beta1/beta2 in [0, 1), eps > 0",
         ));
     }
-    let op = Op::OptimStep {
+    let op = Op::Train(Replicated::OptimStep {
         model_id: req.model_id.clone(),
         adam: AdamStep {
             learning_rate: a.learning_rate,
@@ -515,13 +594,13 @@ async fn optim_step(State(s): State<AppState>, body: Bytes) -> Result<Json<Value
             weight_decay: a.weight_decay,
             grad_clip_norm: a.grad_clip_norm,
         },
-    };
+    });
     let id = s.queue("optim_step", Some(&req.model_id), op)?;
     Ok(future_response(id, Some(&req.model_id)))
 }
 
 /// A checkpoint or sampler name: letters, digits, `_`, `-`, `.` (no path tricks).
-fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
+pub(crate) fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && !name.starts_with('.')
@@ -542,6 +621,7 @@ struct SaveForSampler {
     path: Option<String>,
     sampling_session_seq_id: Option<i64>,
     seq_id: Option<i64>,
+    ttl_seconds: Option<i64>,
 }
 
 async fn save_for_sampler(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
@@ -557,8 +637,9 @@ async fn save_for_sampler(State(s): State<AppState>, body: Bytes) -> Result<Json
         }
     };
     check_name("path", &checkpoint_id)?;
+    let ttl = checkpoints::ttl(req.ttl_seconds)?;
     s.store
-        .create_checkpoint(&req.model_id, &checkpoint_id, SAMPLER)?;
+        .create_checkpoint(&req.model_id, &checkpoint_id, SAMPLER, ttl)?;
     let sampling_session_id = match session {
         Some(ss) => {
             let id = new_id("sampling");
@@ -630,14 +711,16 @@ async fn get_sampler(
 
 impl AppState {
     /// The model id the client derives from its session and model sequence
-    /// number (`SESSION:train:SEQ`), or a fresh one; a 409 when taken.
+    /// number (`SESSION:train:SEQ`), or a fresh one; a 400 when taken (not a 409, which the client retries).
     fn new_model_id(&self, session_id: &str, seq: Option<i64>) -> Result<String, ApiError> {
         let id = match seq {
             Some(seq) => format!("{session_id}:train:{seq}"),
             None => new_id("model"),
         };
         if self.store.model(&id).is_ok() {
-            return Err(ApiError::conflict(format!("model `{id}` already exists")));
+            return Err(ApiError::bad_request(format!(
+                "model `{id}` already exists"
+            )));
         }
         Ok(id)
     }
@@ -693,18 +776,19 @@ struct SaveWeights {
     model_id: String,
     path: Option<String>,
     seq_id: Option<i64>,
+    ttl_seconds: Option<i64>,
 }
 
 async fn save_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: SaveWeights = parse(&body)?;
     s.live_model(&req.model_id)?;
-    let name = match (&req.path, req.seq_id) {
-        (Some(p), _) => p.clone(),
-        (None, Some(seq)) => format!("seq{seq}"),
-        (None, None) => return Err(ApiError::bad_request("path is required")),
-    };
-    check_name("path", &name)?;
-    s.store.create_checkpoint(&req.model_id, &name, TRAINING)?;
+    let name = s.new_checkpoint(
+        &req.model_id,
+        TRAINING,
+        &req.path,
+        req.seq_id,
+        req.ttl_seconds,
+    )?;
     let op = Op::SaveWeights {
         model_id: req.model_id.clone(),
         checkpoint_id: name,
@@ -779,12 +863,12 @@ async fn load_weights(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
             ))
         }
     };
-    let op = Op::LoadWeights {
+    let op = Op::Train(Replicated::Load {
         model_id: model_id.clone(),
         source: dir,
         optimizer: req.optimizer,
         create,
-    };
+    });
     let id = s.queue("load_weights", Some(&model_id), op)?;
     Ok(future_response(id, Some(&model_id)))
 }
@@ -811,18 +895,20 @@ async fn weights_info(State(s): State<AppState>, body: Bytes) -> Result<Json<Val
 }
 
 /// RFC 3339 time of `secs` since the epoch.
-fn timestamp(secs: f64) -> String {
+pub(crate) fn timestamp(secs: f64) -> String {
     chrono::DateTime::from_timestamp_millis((secs * 1000.0) as i64)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn checkpoint_json(c: &crate::store::CheckpointRow) -> Value {
+pub(crate) fn checkpoint_json(c: &crate::store::CheckpointRow) -> Value {
     json!({
         "checkpoint_id": format!("{}/{}", path_segment(&c.kind), c.checkpoint_id),
         "checkpoint_type": c.kind,
         "time": timestamp(c.created),
         "tinker_path": tinker_path(&c.model_id, &c.kind, &c.checkpoint_id),
+        "public": c.public,
+        "expires_at": c.expires.map(timestamp),
     })
 }
 
@@ -853,11 +939,11 @@ fn training_run_json(s: &AppState, m: &ModelRow) -> Result<Value, ApiError> {
 }
 
 #[derive(Deserialize)]
-struct Page {
+pub(crate) struct Page {
     #[serde(default)]
-    offset: usize,
+    pub offset: usize,
     #[serde(default = "page_limit")]
-    limit: usize,
+    pub limit: usize,
 }
 
 fn page_limit() -> usize {
@@ -944,6 +1030,15 @@ async fn asample(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, 
         Some(id) => s.store.sampling_session(id)?,
         None => (req.base_model.clone(), req.model_path.clone()),
     };
+    // Each sampler is a client of its own for the queue's turns.
+    let lane = format!(
+        "sampler:{}",
+        req.sampling_session_id
+            .as_deref()
+            .or(path.as_deref())
+            .or(base.as_deref())
+            .unwrap_or_default()
+    );
     let dir = match (base, path) {
         (_, Some(p)) => s.sampler_dir(&p)?,
         (Some(b), None) => {
@@ -993,7 +1088,7 @@ async fn asample(State(s): State<AppState>, body: Bytes) -> Result<Json<Value>, 
         prompt_logprobs: req.prompt_logprobs.unwrap_or(false),
     };
     let n = req.num_samples;
-    let id = s.queue("sample", None, op)?;
+    let id = s.queue_in(&lane, "sample", None, op)?;
     // Each sequence's session-scoped id, in the response's order.
     let ids: Vec<String> = (0..n).map(|i| format!("seq_{id}_{i}")).collect();
     Ok(Json(

@@ -1,15 +1,13 @@
-//! The service's state in SQLite (WAL): sessions, models, futures with their
-//! results, sampler and training checkpoints, sampling sessions. A restarted
+//! The service's state in SQLite (WAL) or Postgres: sessions, models,
+//! futures with their results, sampler and training checkpoints, sampling
+//! sessions. A restarted
 //! server keeps every finished future's result and every saved checkpoint;
 //! futures still pending when it stopped are marked failed at start-up, so
 //! no client waits on work that will never run.
 
-use std::path::Path;
-use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{params, Connection, OptionalExtension};
-
+use crate::db::{Db, DbUrl, Row};
 use crate::error::ApiError;
 
 const SCHEMA: &str = "
@@ -50,6 +48,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     status TEXT NOT NULL,
     created REAL NOT NULL,
     PRIMARY KEY (model_id, checkpoint_id, kind)
+);
+CREATE TABLE IF NOT EXISTS downloads (
+    token TEXT PRIMARY KEY,
+    model_id TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    expires REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS sampling_sessions (
     sampling_session_id TEXT PRIMARY KEY,
@@ -105,40 +110,42 @@ pub struct CheckpointRow {
     /// `pending`, `completed` or `failed`.
     pub status: String,
     pub created: f64,
+    /// When it is deleted (seconds since the epoch), if ever.
+    pub expires: Option<f64>,
+    /// Published (`publish_checkpoint_from_tinker_path`).
+    pub public: bool,
 }
 
 /// The database behind the routes and the worker.
 pub struct Store {
-    conn: Mutex<Connection>,
+    db: Db,
 }
 
 impl Store {
-    /// Opens (creating) the database at `path`, in WAL mode, and fails every
-    /// future a previous server left pending.
-    pub fn open(path: &Path) -> Result<Self, ApiError> {
-        let conn = Connection::open(path)?;
-        Self::init(conn)
+    /// Opens (creating) the database `url` names (SQLite in WAL mode, or
+    /// Postgres) and fails every future a previous server left pending.
+    pub fn open(url: &DbUrl) -> Result<Self, ApiError> {
+        Self::init(Db::open(url, SCHEMA)?)
     }
 
-    /// An in-memory database (tests).
+    /// An in-memory SQLite database (tests).
     pub fn in_memory() -> Result<Self, ApiError> {
-        Self::init(Connection::open_in_memory()?)
+        Self::init(Db::sqlite_in_memory(SCHEMA)?)
     }
 
-    fn init(conn: Connection) -> Result<Self, ApiError> {
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.execute_batch(SCHEMA)?;
-        let orphaned = conn.execute(
+    fn init(db: Db) -> Result<Self, ApiError> {
+        // Columns later servers added to a table older ones created.
+        db.add_column("checkpoints", "expires", "REAL")?;
+        db.add_column("checkpoints", "public", "INTEGER NOT NULL DEFAULT 0")?;
+        let orphaned = db.execute(
             "UPDATE futures SET status = 'failed', category = 'server', finished = ?1,
                 error = 'the server stopped before this request ran; send it again'
              WHERE status = 'pending'",
-            params![now()],
+            &[now().into()],
         )?;
-        conn.execute(
+        db.execute(
             "UPDATE checkpoints SET status = 'failed' WHERE status = 'pending'",
-            [],
+            &[],
         )?;
         if orphaned > 0 {
             tracing::warn!(
@@ -146,13 +153,7 @@ impl Store {
                 "failed the futures a previous server left pending"
             );
         }
-        Ok(Self {
-            conn: Mutex::new(conn),
-        })
-    }
-
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+        Ok(Self { db })
     }
 
     /// Records a new session.
@@ -163,19 +164,26 @@ impl Store {
         tags: &[String],
     ) -> Result<(), ApiError> {
         let tags = serde_json::to_string(tags).unwrap_or_default();
-        self.conn().execute(
+        let t = now();
+        self.db.execute(
             "INSERT INTO sessions (session_id, sdk_version, tags, created, last_heartbeat)
-             VALUES (?1, ?2, ?3, ?4, ?4)",
-            params![id, sdk_version, tags, now()],
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            &[
+                id.into(),
+                sdk_version.into(),
+                tags.into(),
+                t.into(),
+                t.into(),
+            ],
         )?;
         Ok(())
     }
 
     /// Notes a heartbeat; false when the session does not exist.
     pub fn heartbeat(&self, id: &str) -> Result<bool, ApiError> {
-        let n = self.conn().execute(
+        let n = self.db.execute(
             "UPDATE sessions SET last_heartbeat = ?2, heartbeats = heartbeats + 1 WHERE session_id = ?1",
-            params![id, now()],
+            &[id.into(), now().into()],
         )?;
         Ok(n == 1)
     }
@@ -191,59 +199,57 @@ impl Store {
         if !self.session_exists(id)? {
             return Ok(false);
         }
-        self.conn().execute(
+        self.db.execute(
             "UPDATE sessions SET finished = ?2, finish_detail = ?3
              WHERE session_id = ?1 AND finished IS NULL",
-            params![id, reason, detail],
+            &[id.into(), reason.into(), detail.into()],
         )?;
         Ok(true)
     }
 
     /// How session `id` finished, if it did (a 404 when it does not exist).
     pub fn session_finished(&self, id: &str) -> Result<Option<String>, ApiError> {
-        self.conn()
-            .query_row(
+        self.db
+            .query_opt(
                 "SELECT finished FROM sessions WHERE session_id = ?1",
-                [id],
-                |r| r.get::<_, Option<String>>(0),
-            )
-            .optional()?
-            .ok_or_else(|| ApiError::not_found(format!("session_id `{id}`: no such session")))
+                &[id.into()],
+            )?
+            .ok_or_else(|| ApiError::not_found(format!("session_id `{id}`: no such session")))?
+            .opt_text(0)
     }
 
     /// The ids of session `id`'s models.
     pub fn session_models(&self, id: &str) -> Result<Vec<String>, ApiError> {
-        let conn = self.conn();
-        let mut st = conn.prepare("SELECT model_id FROM models WHERE session_id = ?1")?;
-        let ids = st
-            .query_map([id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        Ok(ids)
+        self.db
+            .query(
+                "SELECT model_id FROM models WHERE session_id = ?1 ORDER BY model_id",
+                &[id.into()],
+            )?
+            .iter()
+            .map(|r| r.text(0))
+            .collect()
     }
 
     /// Whether session `id` exists.
     pub fn session_exists(&self, id: &str) -> Result<bool, ApiError> {
         Ok(self
-            .conn()
-            .query_row("SELECT 1 FROM sessions WHERE session_id = ?1", [id], |_| {
-                Ok(())
-            })
-            .optional()?
+            .db
+            .query_opt("SELECT 1 FROM sessions WHERE session_id = ?1", &[id.into()])?
             .is_some())
     }
 
     /// Records a new model (created now; `m.created` is ignored).
     pub fn create_model(&self, m: &ModelRow) -> Result<(), ApiError> {
-        self.conn().execute(
+        self.db.execute(
             "INSERT INTO models (model_id, session_id, base_model, lora_rank, lora_seed, created)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                m.model_id,
-                m.session_id,
-                m.base_model,
-                m.lora_rank,
-                m.lora_seed as i64,
-                now()
+            &[
+                (&m.model_id).into(),
+                (&m.session_id).into(),
+                (&m.base_model).into(),
+                m.lora_rank.into(),
+                (m.lora_seed as i64).into(),
+                now().into(),
             ],
         )?;
         Ok(())
@@ -251,53 +257,61 @@ impl Store {
 
     /// Model `id`, or a 404 naming it.
     pub fn model(&self, id: &str) -> Result<ModelRow, ApiError> {
-        self.conn()
-            .query_row(
+        let row = self
+            .db
+            .query_opt(
                 &format!("SELECT {MODEL_COLUMNS} FROM models WHERE model_id = ?1"),
-                [id],
-                model_row,
-            )
-            .optional()?
-            .ok_or_else(|| ApiError::not_found(format!("model_id `{id}`: no such model")))
+                &[id.into()],
+            )?
+            .ok_or_else(|| ApiError::not_found(format!("model_id `{id}`: no such model")))?;
+        model_row(&row)
     }
 
     /// Every model, oldest first.
     pub fn models(&self) -> Result<Vec<ModelRow>, ApiError> {
-        let conn = self.conn();
-        let mut st = conn.prepare(&format!(
-            "SELECT {MODEL_COLUMNS} FROM models ORDER BY created, model_id"
-        ))?;
-        let rows = st.query_map([], model_row)?.collect::<Result<_, _>>()?;
-        Ok(rows)
+        self.db
+            .query(
+                &format!("SELECT {MODEL_COLUMNS} FROM models ORDER BY created, model_id"),
+                &[],
+            )?
+            .iter()
+            .map(model_row)
+            .collect()
     }
 
     /// A new pending future of `kind` for `model_id`: its request id.
     pub fn create_future(&self, kind: &str, model_id: Option<&str>) -> Result<i64, ApiError> {
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO futures (model_id, kind, status, created) VALUES (?1, ?2, 'pending', ?3)",
-            params![model_id, kind, now()],
-        )?;
-        Ok(conn.last_insert_rowid())
+        self.db
+            .query_opt(
+                "INSERT INTO futures (model_id, kind, status, created) VALUES (?1, ?2, 'pending', ?3)
+                 RETURNING request_id",
+                &[model_id.into(), kind.into(), now().into()],
+            )?
+            .ok_or_else(|| ApiError::internal("state store: no request id returned"))?
+            .int(0)
     }
 
     /// Stores how future `id` ended.
     pub fn finish_future(&self, id: i64, state: &FutureState) -> Result<(), ApiError> {
-        let conn = self.conn();
         match state {
             FutureState::Pending => {}
             FutureState::Completed { content_type, body } => {
-                conn.execute(
+                self.db.execute(
                     "UPDATE futures SET status = 'completed', content_type = ?2, result = ?3,
                         finished = ?4 WHERE request_id = ?1",
-                    params![id, content_type, body, now()],
+                    &[
+                        id.into(),
+                        content_type.into(),
+                        body.as_slice().into(),
+                        now().into(),
+                    ],
                 )?;
             }
             FutureState::Failed { error, category } => {
-                conn.execute(
+                self.db.execute(
                     "UPDATE futures SET status = 'failed', error = ?2, category = ?3, finished = ?4
                      WHERE request_id = ?1",
-                    params![id, error, category, now()],
+                    &[id.into(), error.into(), category.into(), now().into()],
                 )?;
             }
         }
@@ -306,51 +320,50 @@ impl Store {
 
     /// Future `id`'s state, or `None` when there is no such future.
     pub fn future(&self, id: i64) -> Result<Option<FutureState>, ApiError> {
-        let row = self
-            .conn()
-            .query_row(
-                "SELECT status, content_type, result, error, category FROM futures WHERE request_id = ?1",
-                [id],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, Option<Vec<u8>>>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                    ))
-                },
-            )
-            .optional()?;
-        Ok(row.map(
-            |(status, ct, body, error, category)| match status.as_str() {
-                "completed" => FutureState::Completed {
-                    content_type: ct.unwrap_or_else(|| "application/json".into()),
-                    body: body.unwrap_or_default(),
-                },
-                "failed" => FutureState::Failed {
-                    error: error.unwrap_or_else(|| "unknown error".into()),
-                    category: category.unwrap_or_else(|| "unknown".into()),
-                },
-                _ => FutureState::Pending,
+        let Some(row) = self.db.query_opt(
+            "SELECT status, content_type, result, error, category FROM futures WHERE request_id = ?1",
+            &[id.into()],
+        )?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(match row.text(0)?.as_str() {
+            "completed" => FutureState::Completed {
+                content_type: row
+                    .opt_text(1)?
+                    .unwrap_or_else(|| "application/json".into()),
+                body: row.opt_blob(2)?.unwrap_or_default(),
             },
-        ))
+            "failed" => FutureState::Failed {
+                error: row.opt_text(3)?.unwrap_or_else(|| "unknown error".into()),
+                category: row.opt_text(4)?.unwrap_or_else(|| "unknown".into()),
+            },
+            _ => FutureState::Pending,
+        }))
     }
 
-    /// Records a pending checkpoint; a 409 when it already exists.
+    /// Records a pending checkpoint; a 400 when it already exists (the client retries 409s).
     pub fn create_checkpoint(
         &self,
         model_id: &str,
         checkpoint_id: &str,
         kind: &str,
+        ttl_seconds: Option<f64>,
     ) -> Result<(), ApiError> {
-        let done = self.conn().execute(
-            "INSERT OR IGNORE INTO checkpoints (model_id, checkpoint_id, kind, status, created)
-             VALUES (?1, ?2, ?3, 'pending', ?4)",
-            params![model_id, checkpoint_id, kind, now()],
+        let t = now();
+        let done = self.db.execute(
+            "INSERT INTO checkpoints (model_id, checkpoint_id, kind, status, created, expires)
+             VALUES (?1, ?2, ?3, 'pending', ?4, ?5) ON CONFLICT DO NOTHING",
+            &[
+                model_id.into(),
+                checkpoint_id.into(),
+                kind.into(),
+                t.into(),
+                ttl_seconds.map(|ttl| t + ttl).into(),
+            ],
         )?;
         if done == 0 {
-            return Err(ApiError::conflict(format!(
+            return Err(ApiError::bad_request(format!(
                 "path `{checkpoint_id}`: a {kind} checkpoint of that name already exists for model `{model_id}`"
             )));
         }
@@ -365,9 +378,9 @@ impl Store {
         kind: &str,
         status: &str,
     ) -> Result<(), ApiError> {
-        self.conn().execute(
+        self.db.execute(
             "UPDATE checkpoints SET status = ?4 WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3",
-            params![model_id, checkpoint_id, kind, status],
+            &[model_id.into(), checkpoint_id.into(), kind.into(), status.into()],
         )?;
         Ok(())
     }
@@ -379,28 +392,174 @@ impl Store {
         checkpoint_id: &str,
         kind: &str,
     ) -> Result<Option<CheckpointRow>, ApiError> {
-        Ok(self
-            .conn()
-            .query_row(
-                "SELECT model_id, checkpoint_id, kind, status, created FROM checkpoints
-                 WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3",
-                params![model_id, checkpoint_id, kind],
-                checkpoint_row,
-            )
-            .optional()?)
+        self.db
+            .query_opt(
+                &format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints
+                     WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3"
+                ),
+                &[model_id.into(), checkpoint_id.into(), kind.into()],
+            )?
+            .as_ref()
+            .map(checkpoint_row)
+            .transpose()
     }
 
     /// Every checkpoint of `model_id`, oldest first.
     pub fn checkpoints(&self, model_id: &str) -> Result<Vec<CheckpointRow>, ApiError> {
-        let conn = self.conn();
-        let mut st = conn.prepare(
-            "SELECT model_id, checkpoint_id, kind, status, created FROM checkpoints
-             WHERE model_id = ?1 ORDER BY created, checkpoint_id",
+        self.db
+            .query(
+                &format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints
+                     WHERE model_id = ?1 ORDER BY created, checkpoint_id"
+                ),
+                &[model_id.into()],
+            )?
+            .iter()
+            .map(checkpoint_row)
+            .collect()
+    }
+
+    /// Sets when a checkpoint expires (`None`: never); false when there is
+    /// no such checkpoint.
+    pub fn set_checkpoint_ttl(
+        &self,
+        model_id: &str,
+        checkpoint_id: &str,
+        kind: &str,
+        ttl_seconds: Option<f64>,
+    ) -> Result<bool, ApiError> {
+        let n = self.db.execute(
+            "UPDATE checkpoints SET expires = ?4 WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3",
+            &[
+                model_id.into(),
+                checkpoint_id.into(),
+                kind.into(),
+                ttl_seconds.map(|ttl| now() + ttl).into(),
+            ],
         )?;
-        let rows = st
-            .query_map([model_id], checkpoint_row)?
+        Ok(n == 1)
+    }
+
+    /// Publishes or unpublishes a checkpoint; false when there is none.
+    pub fn set_checkpoint_public(
+        &self,
+        model_id: &str,
+        checkpoint_id: &str,
+        kind: &str,
+        public: bool,
+    ) -> Result<bool, ApiError> {
+        let n = self.db.execute(
+            "UPDATE checkpoints SET public = ?4 WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3",
+            &[
+                model_id.into(),
+                checkpoint_id.into(),
+                kind.into(),
+                i64::from(public).into(),
+            ],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Forgets a checkpoint and its download links; false when there was none.
+    pub fn delete_checkpoint(
+        &self,
+        model_id: &str,
+        checkpoint_id: &str,
+        kind: &str,
+    ) -> Result<bool, ApiError> {
+        let key = [model_id.into(), checkpoint_id.into(), kind.into()];
+        self.db.execute(
+            "DELETE FROM downloads WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3",
+            &key,
+        )?;
+        let n = self.db.execute(
+            "DELETE FROM checkpoints WHERE model_id = ?1 AND checkpoint_id = ?2 AND kind = ?3",
+            &key,
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Every checkpoint (all models), oldest first, and their count.
+    pub fn all_checkpoints(
+        &self,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<CheckpointRow>, usize), ApiError> {
+        let total = self
+            .db
+            .query_opt(
+                "SELECT COUNT(*) FROM checkpoints WHERE status = 'completed'",
+                &[],
+            )?
+            .map_or(Ok(0), |r| r.int(0))?;
+        let rows = self
+            .db
+            .query(
+                &format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE status = 'completed'
+                     ORDER BY created, model_id, checkpoint_id LIMIT ?1 OFFSET ?2"
+                ),
+                &[(limit as i64).into(), (offset as i64).into()],
+            )?
+            .iter()
+            .map(checkpoint_row)
             .collect::<Result<_, _>>()?;
-        Ok(rows)
+        Ok((rows, total as usize))
+    }
+
+    /// Checkpoints whose time is up (`expires` before now).
+    pub fn expired_checkpoints(&self) -> Result<Vec<CheckpointRow>, ApiError> {
+        self.db
+            .query(
+                &format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints
+                     WHERE expires IS NOT NULL AND expires < ?1 AND status <> 'pending'"
+                ),
+                &[now().into()],
+            )?
+            .iter()
+            .map(checkpoint_row)
+            .collect()
+    }
+
+    /// Records a download link `token` to a checkpoint, valid for `seconds`;
+    /// returns when it expires.
+    pub fn create_download(
+        &self,
+        token: &str,
+        model_id: &str,
+        checkpoint_id: &str,
+        kind: &str,
+        seconds: f64,
+    ) -> Result<f64, ApiError> {
+        let t = now();
+        self.db
+            .execute("DELETE FROM downloads WHERE expires < ?1", &[t.into()])?;
+        self.db.execute(
+            "INSERT INTO downloads (token, model_id, checkpoint_id, kind, expires)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            &[
+                token.into(),
+                model_id.into(),
+                checkpoint_id.into(),
+                kind.into(),
+                (t + seconds).into(),
+            ],
+        )?;
+        Ok(t + seconds)
+    }
+
+    /// The checkpoint `(model_id, checkpoint_id, kind)` a download link
+    /// opens, if it exists and has not expired.
+    pub fn download(&self, token: &str) -> Result<Option<(String, String, String)>, ApiError> {
+        self.db
+            .query_opt(
+                "SELECT model_id, checkpoint_id, kind FROM downloads WHERE token = ?1 AND expires >= ?2",
+                &[token.into(), now().into()],
+            )?
+            .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)))
+            .transpose()
     }
 
     /// Records a sampling session.
@@ -412,115 +571,60 @@ impl Store {
         base_model: Option<&str>,
         model_path: Option<&str>,
     ) -> Result<(), ApiError> {
-        self.conn().execute(
+        self.db.execute(
             "INSERT INTO sampling_sessions (sampling_session_id, session_id, seq_id, base_model, model_path)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, session_id, seq_id, base_model, model_path],
+            &[
+                id.into(),
+                session_id.into(),
+                seq_id.into(),
+                base_model.into(),
+                model_path.into(),
+            ],
         )?;
         Ok(())
     }
 
     /// A sampling session's `(base_model, model_path)`, or a 404.
     pub fn sampling_session(&self, id: &str) -> Result<(Option<String>, Option<String>), ApiError> {
-        self.conn()
-            .query_row(
+        let row = self
+            .db
+            .query_opt(
                 "SELECT base_model, model_path FROM sampling_sessions WHERE sampling_session_id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?
+                &[id.into()],
+            )?
             .ok_or_else(|| {
                 ApiError::not_found(format!("sampling_session_id `{id}`: no such sampling session"))
-            })
+            })?;
+        Ok((row.opt_text(0)?, row.opt_text(1)?))
     }
 }
 
 /// The columns [`model_row`] reads, in its order.
 const MODEL_COLUMNS: &str = "model_id, session_id, base_model, lora_rank, lora_seed, created";
 
-fn model_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ModelRow> {
+fn model_row(r: &Row) -> Result<ModelRow, ApiError> {
     Ok(ModelRow {
-        model_id: r.get(0)?,
-        session_id: r.get(1)?,
-        base_model: r.get(2)?,
-        lora_rank: r.get(3)?,
-        lora_seed: r.get::<_, i64>(4)? as u64,
-        created: r.get(5)?,
+        model_id: r.text(0)?,
+        session_id: r.text(1)?,
+        base_model: r.text(2)?,
+        lora_rank: r.int(3)?,
+        lora_seed: r.int(4)? as u64,
+        created: r.real(5)?,
     })
 }
 
-fn checkpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CheckpointRow> {
+/// The columns [`checkpoint_row`] reads, in its order.
+const CHECKPOINT_COLUMNS: &str = "model_id, checkpoint_id, kind, status, created, expires, public";
+
+fn checkpoint_row(r: &Row) -> Result<CheckpointRow, ApiError> {
     Ok(CheckpointRow {
-        model_id: r.get(0)?,
-        checkpoint_id: r.get(1)?,
-        kind: r.get(2)?,
-        status: r.get(3)?,
-        created: r.get(4)?,
+        model_id: r.text(0)?,
+        checkpoint_id: r.text(1)?,
+        kind: r.text(2)?,
+        status: r.text(3)?,
+        created: r.real(4)?,
+        expires: r.opt_real(5)?,
+        public: r.int(6)? != 0,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finished_futures_survive_a_restart_and_pending_ones_fail() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.sqlite");
-        let (done, pending) = {
-            let s = Store::open(&path).unwrap();
-            let done = s.create_future("optim_step", Some("m")).unwrap();
-            let pending = s.create_future("forward_backward", Some("m")).unwrap();
-            let ok = FutureState::Completed {
-                content_type: "application/json".into(),
-                body: b"{}".to_vec(),
-            };
-            s.finish_future(done, &ok).unwrap();
-            s.create_checkpoint("m", "c1", "sampler").unwrap();
-            s.set_checkpoint_status("m", "c1", "sampler", "completed")
-                .unwrap();
-            (done, pending)
-        };
-        let s = Store::open(&path).unwrap();
-        assert!(matches!(
-            s.future(done).unwrap(),
-            Some(FutureState::Completed { .. })
-        ));
-        match s.future(pending).unwrap() {
-            Some(FutureState::Failed { error, category }) => {
-                assert!(error.contains("stopped"), "{error}");
-                assert_eq!(category, "server");
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(
-            s.checkpoint("m", "c1", "sampler").unwrap().unwrap().status,
-            "completed"
-        );
-        assert!(s.future(9999).unwrap().is_none());
-        assert_eq!(
-            s.create_checkpoint("m", "c1", "sampler")
-                .unwrap_err()
-                .status,
-            axum::http::StatusCode::CONFLICT
-        );
-    }
-
-    #[test]
-    fn a_finished_session_keeps_its_first_reason() {
-        let s = Store::in_memory().unwrap();
-        s.create_session("s1", "0.38.0", &[]).unwrap();
-        assert_eq!(s.session_finished("s1").unwrap(), None);
-        assert!(s.finish_session("s1", "success", Some("done")).unwrap());
-        assert!(s.finish_session("s1", "errored", None).unwrap());
-        assert_eq!(
-            s.session_finished("s1").unwrap().as_deref(),
-            Some("success")
-        );
-        assert!(!s.finish_session("nope", "success", None).unwrap());
-        assert_eq!(
-            s.session_finished("nope").unwrap_err().status,
-            axum::http::StatusCode::NOT_FOUND
-        );
-    }
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use skyrl_model::{CausalLm, LoadOptions, LoraInit, LoraSpec, ModuleSelector};
 use skyrl_train::optim::{sum_of_squares_many, AdamW, AdamWParams, LrSchedule};
 use tch::{Device, Kind, Tensor};
@@ -21,7 +22,7 @@ const STATE_OPTIMIZER_FILE: &str = "optimizer.safetensors";
 pub const STATE_META_FILE: &str = "state.json";
 
 /// One datum of a forward(-backward) call, validated.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatumInput {
     pub tokens: Vec<i64>,
     /// The token each position should predict (same length as `tokens`).
@@ -33,7 +34,7 @@ pub struct DatumInput {
 }
 
 /// Per-datum results of a forward(-backward) call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PassOutput {
     pub logprobs: Vec<Vec<f32>>,
     pub elementwise_loss: Vec<Vec<f32>>,
@@ -42,7 +43,7 @@ pub struct PassOutput {
 }
 
 /// Adam settings of one `optim_step`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AdamStep {
     pub learning_rate: f64,
     pub beta1: f64,
@@ -212,18 +213,23 @@ impl TrainingModel {
             eps: adam.eps,
             weight_decay: adam.weight_decay,
         };
-        let grads: Vec<Tensor> = self
-            .optimizer
-            .params()
-            .iter()
-            .map(|(_, p)| p.grad())
-            .filter(Tensor::defined)
-            .collect();
+        let grads = self.gradients();
         // The norm before clipping; `step` clips only for a positive limit.
         let norm = sum_of_squares_many(&grads).sqrt();
         self.optimizer.step(adam.grad_clip_norm);
         self.optimizer.zero_grad();
         norm
+    }
+
+    /// The accumulated gradients (handles on them: writing one writes the
+    /// gradient), of the trainable parameters that have one.
+    pub fn gradients(&self) -> Vec<Tensor> {
+        self.optimizer
+            .params()
+            .iter()
+            .map(|(_, p)| p.grad())
+            .filter(Tensor::defined)
+            .collect()
     }
 
     /// Number of optimizer steps taken.
@@ -303,6 +309,24 @@ impl TrainingModel {
             copy_tokenizer_files(base_dir, tmp)
         })
         .with_context(|| format!("cannot write sampler weights to {}", dir.display()))
+    }
+}
+
+impl TrainingModel {
+    /// Writes the weights for use outside this server (`save_weights_external`)
+    /// into `dir`: PEFT's adapter files for a LoRA model (what
+    /// `peft.PeftModel.from_pretrained` loads onto the base model), else a
+    /// Hugging Face model directory with the base model's tokenizer files.
+    pub fn write_external(&self, dir: &Path, base_dir: &Path) -> Result<()> {
+        skyrl_model::atomic_dir::write_dir_atomically(dir, |tmp| match self.model.lora() {
+            Some(lora) => lora.save_peft(tmp),
+            None => {
+                self.model
+                    .write_into(tmp, skyrl_model::weights::DEFAULT_MAX_SHARD_BYTES)?;
+                copy_tokenizer_files(base_dir, tmp)
+            }
+        })
+        .with_context(|| format!("cannot write external weights to {}", dir.display()))
     }
 }
 

@@ -1,13 +1,14 @@
-//! The one thread that runs the models: jobs arrive in the order the routes
-//! accepted them (so a model's calls apply in the order its client sent
-//! them), each ends its future in the store, and waiters are woken. A job
+//! The one thread that runs the models: jobs wait in one lane per client
+//! (session), served round-robin ([`FairQueue`]): a lane's jobs run in the
+//! order the routes accepted them (so a model's calls apply in the order its
+//! client sent them), and no client's backlog holds up the others. Each job
+//! ends its future in the store, and waiters are woken. A job
 //! that fails (bad data, a panic in the model) fails its future with the
 //! error; the thread keeps serving.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
 use prost::Message;
@@ -17,9 +18,11 @@ use tokio::sync::watch;
 
 use crate::loss::LossFn;
 use crate::proto::{self, ArrayRecord, ForwardBackwardOutput};
+use crate::queue::FairQueue;
+use crate::replicas::{shard, Ranks, Replicated};
 use crate::sampler::{SampleError, Samplers};
 use crate::store::{FutureState, Store};
-use crate::training::{AdamStep, DatumInput, TrainingModel};
+use crate::training::{DatumInput, PassOutput, TrainingModel};
 
 /// Content type of protobuf results.
 pub const PROTOBUF: &str = "application/x-protobuf";
@@ -28,42 +31,23 @@ pub const JSON: &str = "application/json";
 
 /// Work for the model thread.
 pub enum Op {
-    CreateModel {
-        model_id: String,
-        rank: i64,
-        seed: u64,
-    },
-    ForwardBackward {
-        model_id: String,
-        data: Vec<DatumInput>,
-        loss: LossFn,
-        backward: bool,
-    },
-    OptimStep {
-        model_id: String,
-        adam: AdamStep,
-    },
+    /// A training request every rank applies (create, forward-backward,
+    /// optimizer step, load, unload).
+    Train(Replicated),
     SaveForSampler {
         model_id: String,
         checkpoint_id: String,
         sampling_session_id: Option<String>,
     },
+    /// Weights for use elsewhere (`save_weights_external`).
+    SaveExternal {
+        model_id: String,
+        checkpoint_id: String,
+    },
     /// A training checkpoint (`save_state`).
     SaveWeights {
         model_id: String,
         checkpoint_id: String,
-    },
-    /// Loads a training checkpoint into `model_id`; with `create`, the model
-    /// is made first, with the checkpoint's `(rank, seed)`.
-    LoadWeights {
-        model_id: String,
-        source: PathBuf,
-        optimizer: bool,
-        create: Option<(i64, u64)>,
-    },
-    /// Drops models from memory (their session finished).
-    Unload {
-        model_ids: Vec<String>,
     },
     Sample {
         /// The model directory to sample from (base or saved weights).
@@ -104,18 +88,27 @@ impl WorkerConfig {
     }
 }
 
-/// A training checkpoint (`save_state`) and sampler weights, as the store
-/// names their kinds.
+/// A training checkpoint (`save_state`), sampler weights and external
+/// weights (`save_weights_external`), as the store names their kinds.
 pub const TRAINING: &str = "training";
 pub const SAMPLER: &str = "sampler";
+pub const EXTERNAL: &str = "external";
 
-/// The path segment of a checkpoint kind: `weights` (training) or `sampler_weights`.
+/// The path segment of a checkpoint kind: `weights` (training),
+/// `sampler_weights` or `external_weights`.
 pub fn path_segment(kind: &str) -> &'static str {
-    if kind == TRAINING {
-        "weights"
-    } else {
-        "sampler_weights"
+    match kind {
+        TRAINING => "weights",
+        EXTERNAL => "external_weights",
+        _ => "sampler_weights",
     }
+}
+
+/// The checkpoint kind of a path segment, if it is one.
+pub fn segment_kind(segment: &str) -> Option<&'static str> {
+    [TRAINING, SAMPLER, EXTERNAL]
+        .into_iter()
+        .find(|kind| path_segment(kind) == segment)
 }
 
 /// The `tinker://MODEL/SEGMENT/NAME` path of a checkpoint.
@@ -126,28 +119,32 @@ pub fn tinker_path(model_id: &str, kind: &str, name: &str) -> String {
 /// The handle routes use: send jobs, watch completions.
 #[derive(Clone)]
 pub struct WorkerHandle {
-    jobs: Sender<Job>,
+    jobs: Arc<FairQueue<Job>>,
     /// Counts finished jobs; routes wait on it for results.
     pub finished: watch::Receiver<u64>,
 }
 
 impl WorkerHandle {
-    /// Queues `job`; false when the model thread is gone.
-    pub fn send(&self, job: Job) -> bool {
-        self.jobs.send(job).is_ok()
+    /// Queues `job` in `lane` (its client); false when the model thread is gone.
+    pub fn send(&self, lane: &str, job: Job) -> bool {
+        self.jobs.push(lane, job)
     }
 }
 
-/// Starts the model thread.
-pub fn spawn(config: WorkerConfig, store: Arc<Store>) -> WorkerHandle {
-    let (tx, rx) = mpsc::channel();
+/// Starts the model thread (rank 0 of `ranks`).
+pub fn spawn(config: WorkerConfig, store: Arc<Store>, ranks: Ranks) -> WorkerHandle {
+    let jobs = Arc::new(FairQueue::default());
     let (done_tx, done_rx) = watch::channel(0u64);
+    let queue = jobs.clone();
     std::thread::Builder::new()
         .name("tinker-models".into())
-        .spawn(move || run(config, store, rx, done_tx))
+        .spawn(move || {
+            run(config, store, ranks, &queue, done_tx);
+            queue.close();
+        })
         .expect("spawn the model thread");
     WorkerHandle {
-        jobs: tx,
+        jobs,
         finished: done_rx,
     }
 }
@@ -155,14 +152,19 @@ pub fn spawn(config: WorkerConfig, store: Arc<Store>) -> WorkerHandle {
 /// Outcome of one job.
 type Outcome = Result<(&'static str, Vec<u8>), (String, &'static str)>;
 
-fn run(config: WorkerConfig, store: Arc<Store>, jobs: Receiver<Job>, done: watch::Sender<u64>) {
+fn run(
+    config: WorkerConfig,
+    store: Arc<Store>,
+    ranks: Ranks,
+    jobs: &FairQueue<Job>,
+    done: watch::Sender<u64>,
+) {
     let mut state = State {
-        models: HashMap::new(),
         samplers: Samplers::new(config.options),
-        config,
+        models: Models::new(config, ranks),
         store: store.clone(),
     };
-    while let Ok(job) = jobs.recv() {
+    while let Some(job) = jobs.pop() {
         let started = std::time::Instant::now();
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| state.run(job.op)))
             .unwrap_or_else(|panic| {
@@ -198,18 +200,53 @@ fn run(config: WorkerConfig, store: Arc<Store>, jobs: Receiver<Job>, done: watch
     }
 }
 
+/// The other ranks' loop: apply each training request rank 0 sends, until
+/// rank 0 (or the job's store) is gone.
+pub fn follow(config: WorkerConfig, ranks: Ranks) -> anyhow::Result<()> {
+    let mut models = Models::new(config, ranks);
+    loop {
+        let r = models.ranks.receive()?;
+        if let Err((error, _)) = models.apply(r) {
+            tracing::warn!(%error, "request failed on this rank");
+        }
+        if let Some(broken) = &models.broken {
+            anyhow::bail!("{broken}");
+        }
+    }
+}
+
+/// Rank 0's model thread state.
 struct State {
-    models: HashMap<String, TrainingModel>,
+    models: Models,
     samplers: Samplers,
-    config: WorkerConfig,
     store: Arc<Store>,
 }
 
-fn user(e: impl std::fmt::Display) -> (String, &'static str) {
+/// The training models of this rank, and the ranks they are replicated on.
+struct Models {
+    models: HashMap<String, TrainingModel>,
+    config: WorkerConfig,
+    ranks: Ranks,
+    /// Why the ranks can no longer work together, once a collective failed.
+    broken: Option<String>,
+}
+
+/// What a replicated request produced.
+enum Applied {
+    Done,
+    /// Every datum's results, in order, gathered from the ranks.
+    Passed(PassOutput),
+    /// The gradient norm before clipping.
+    Stepped(f64),
+}
+
+type Fail = (String, &'static str);
+
+fn user(e: impl std::fmt::Display) -> Fail {
     (e.to_string(), "user")
 }
 
-fn server(e: impl std::fmt::Display) -> (String, &'static str) {
+fn server(e: impl std::fmt::Display) -> Fail {
     (e.to_string(), "server")
 }
 
@@ -217,24 +254,30 @@ fn json_body(v: serde_json::Value) -> Outcome {
     Ok((JSON, serde_json::to_vec(&v).expect("json")))
 }
 
-impl State {
-    fn model(&mut self, id: &str) -> Result<&mut TrainingModel, (String, &'static str)> {
-        self.models.get_mut(id).ok_or_else(|| {
-            user(format!(
-                "model `{id}` is not loaded on this server: its session finished, it was created \
-                 before a restart (load its last save_state into a new training client), or its \
-                 creation failed"
-            ))
-        })
+fn not_loaded(id: &str) -> Fail {
+    user(format!(
+        "model `{id}` is not loaded on this server: its session finished, it was created \
+         before a restart (load its last save_state into a new training client), or its \
+         creation failed"
+    ))
+}
+
+impl Models {
+    fn new(config: WorkerConfig, ranks: Ranks) -> Self {
+        Self {
+            models: HashMap::new(),
+            config,
+            ranks,
+            broken: None,
+        }
+    }
+
+    fn model(&mut self, id: &str) -> Result<&mut TrainingModel, Fail> {
+        self.models.get_mut(id).ok_or_else(|| not_loaded(id))
     }
 
     /// Loads a new training model `model_id` of the base model.
-    fn create(
-        &mut self,
-        model_id: &str,
-        rank: i64,
-        seed: u64,
-    ) -> Result<(), (String, &'static str)> {
+    fn create(&mut self, model_id: &str, rank: i64, seed: u64) -> Result<(), Fail> {
         let c = &self.config;
         let m = TrainingModel::new(&c.base_dir, &c.base_name, rank, seed, &c.options)
             .map_err(|e| user(format!("{e:#}")))?;
@@ -242,116 +285,57 @@ impl State {
         Ok(())
     }
 
-    /// Marks a checkpoint completed or failed as `saved` says; passes it on.
-    fn record_save(
-        &self,
-        model_id: &str,
-        checkpoint_id: &str,
-        kind: &str,
-        saved: Result<(), (String, &'static str)>,
-    ) -> Result<(), (String, &'static str)> {
-        let status = if saved.is_ok() { "completed" } else { "failed" };
-        self.store
-            .set_checkpoint_status(model_id, checkpoint_id, kind, status)
-            .map_err(server)?;
-        saved
+    /// Notes a failed collective: the ranks no longer work together.
+    fn group_failed(&mut self, e: anyhow::Error) -> Fail {
+        let msg = format!("the ranks behind this server failed together: {e:#}");
+        self.broken = Some(msg.clone());
+        server(msg)
     }
 
-    fn run(&mut self, op: Op) -> Outcome {
-        match op {
-            Op::CreateModel {
+    /// Rank 0: sends `r` to the other ranks, then applies it here.
+    fn replicate(&mut self, r: Replicated) -> Result<Applied, Fail> {
+        if let Some(broken) = &self.broken {
+            return Err(server(format!(
+                "{broken}; restart the server (saved checkpoints stay usable)"
+            )));
+        }
+        if let Err(e) = self.ranks.send(&r) {
+            return Err(self.group_failed(e));
+        }
+        self.apply(r)
+    }
+
+    /// Applies a training request on this rank (every rank runs the same
+    /// requests in the same order).
+    fn apply(&mut self, r: Replicated) -> Result<Applied, Fail> {
+        match r {
+            Replicated::Create {
                 model_id,
                 rank,
                 seed,
             } => {
                 self.create(&model_id, rank, seed)?;
-                json_body(json!({"model_id": model_id, "type": "create_model"}))
+                Ok(Applied::Done)
             }
-            Op::ForwardBackward {
+            Replicated::ForwardBackward {
                 model_id,
                 data,
                 loss,
                 backward,
-            } => {
+            } => self.forward_backward(&model_id, &data, loss, backward),
+            Replicated::OptimStep { model_id, adam } => {
+                let m = self
+                    .models
+                    .get_mut(&model_id)
+                    .ok_or_else(|| not_loaded(&model_id))?;
+                let mut grads = m.gradients();
+                if let Err(e) = self.ranks.sum(&mut grads) {
+                    return Err(self.group_failed(e));
+                }
                 let m = self.model(&model_id)?;
-                m.check(&data, loss).map_err(user)?;
-                let out = m
-                    .pass(&data, loss, backward)
-                    .map_err(|e| server(format!("{e:#}")))?;
-                let record = ArrayRecord {
-                    type_tag: String::new(),
-                    fields: HashMap::from([
-                        ("logprobs".to_string(), proto::batched_f32(&out.logprobs)),
-                        (
-                            "elementwise_loss".to_string(),
-                            proto::batched_f32(&out.elementwise_loss),
-                        ),
-                    ]),
-                    num_datums: data.len() as i64,
-                };
-                let msg = ForwardBackwardOutput {
-                    loss_fn_output_type: "ArrayRecord".into(),
-                    loss_fn_outputs: vec![record],
-                    metrics: HashMap::from([("loss:sum".to_string(), out.loss)]),
-                };
-                Ok((PROTOBUF, msg.encode_to_vec()))
+                Ok(Applied::Stepped(m.optim_step(&adam)))
             }
-            Op::OptimStep { model_id, adam } => {
-                let m = self.model(&model_id)?;
-                let norm = m.optim_step(&adam);
-                json_body(json!({
-                    "type": "optim_step",
-                    "metrics": {"grad_norm:mean": norm, "learning_rate:mean": adam.learning_rate},
-                }))
-            }
-            Op::SaveForSampler {
-                model_id,
-                checkpoint_id,
-                sampling_session_id,
-            } => {
-                let dir = self
-                    .config
-                    .checkpoint_dir(&model_id, SAMPLER, &checkpoint_id);
-                let base = self.config.base_dir.clone();
-                let saved = self.model(&model_id).and_then(|m| {
-                    m.write_sampler_weights(&dir, &base)
-                        .map_err(|e| server(format!("{e:#}")))
-                });
-                self.record_save(&model_id, &checkpoint_id, SAMPLER, saved)?;
-                self.samplers.evict(&dir);
-                json_body(json!({
-                    "path": tinker_path(&model_id, SAMPLER, &checkpoint_id),
-                    "type": "save_weights_for_sampler",
-                    "sampling_session_id": sampling_session_id,
-                }))
-            }
-            Op::SaveWeights {
-                model_id,
-                checkpoint_id,
-            } => {
-                let dir = self
-                    .config
-                    .checkpoint_dir(&model_id, TRAINING, &checkpoint_id);
-                let saved = match self.store.model(&model_id) {
-                    Ok(row) => self.model(&model_id).and_then(|m| {
-                        let meta = json!({
-                            "base_model": row.base_model,
-                            "lora_rank": row.lora_rank,
-                            "lora_seed": row.lora_seed,
-                            "steps": m.steps(),
-                        });
-                        m.save_state(&dir, &meta)
-                            .map_err(|e| server(format!("{e:#}")))
-                    }),
-                    Err(e) => Err(server(e)),
-                };
-                self.record_save(&model_id, &checkpoint_id, TRAINING, saved)?;
-                json_body(json!({
-                    "path": tinker_path(&model_id, TRAINING, &checkpoint_id),
-                    "type": "save_weights",
-                }))
-            }
-            Op::LoadWeights {
+            Replicated::Load {
                 model_id,
                 source,
                 optimizer,
@@ -363,13 +347,205 @@ impl State {
                 self.model(&model_id)?
                     .load_state(&source, optimizer)
                     .map_err(|e| user(format!("{e:#}")))?;
-                json_body(json!({"type": "load_weights"}))
+                Ok(Applied::Done)
             }
-            Op::Unload { model_ids } => {
+            Replicated::Unload { model_ids } => {
                 for id in &model_ids {
                     self.models.remove(id);
                 }
-                json_body(json!({"type": "unload_model", "model_ids": model_ids}))
+                Ok(Applied::Done)
+            }
+        }
+    }
+
+    /// This rank's part of the datums, then every rank's results in order.
+    fn forward_backward(
+        &mut self,
+        model_id: &str,
+        data: &[DatumInput],
+        loss: LossFn,
+        backward: bool,
+    ) -> Result<Applied, Fail> {
+        let (rank, world) = (self.ranks.rank(), self.ranks.world());
+        let m = self
+            .models
+            .get_mut(model_id)
+            .ok_or_else(|| not_loaded(model_id))?;
+        // The same check on every rank: all refuse, or none does.
+        m.check(data, loss).map_err(user)?;
+        let part = shard(data.len(), rank, world);
+        let local = if !part.is_empty() {
+            m.pass(&data[part], loss, backward)
+        } else if backward {
+            // No datum here: a pass with zero weights keeps this rank's
+            // gradients defined (zero) for the sum over the ranks.
+            let mut idle = data[0].clone();
+            idle.weights.iter_mut().for_each(|w| *w = 0.0);
+            idle.advantages.iter_mut().for_each(|a| *a = 0.0);
+            m.pass(&[idle], loss, true).map(|_| PassOutput::default())
+        } else {
+            Ok(PassOutput::default())
+        }
+        .map_err(|e| format!("{e:#}"));
+        if world == 1 {
+            return local.map(Applied::Passed).map_err(server);
+        }
+        let parts = match self.ranks.gather(local) {
+            Ok(parts) => parts,
+            Err(e) => return Err(self.group_failed(e)),
+        };
+        let mut all = PassOutput::default();
+        for (r, part) in parts.into_iter().enumerate() {
+            let part = part.map_err(|e| server(format!("rank {r}: {e}")))?;
+            all.logprobs.extend(part.logprobs);
+            all.elementwise_loss.extend(part.elementwise_loss);
+            all.loss += part.loss;
+        }
+        Ok(Applied::Passed(all))
+    }
+}
+
+impl State {
+    fn model(&mut self, id: &str) -> Result<&mut TrainingModel, Fail> {
+        self.models.model(id)
+    }
+
+    /// Marks a checkpoint completed or failed as `saved` says; passes it on.
+    fn record_save(
+        &self,
+        model_id: &str,
+        checkpoint_id: &str,
+        kind: &str,
+        saved: Result<(), Fail>,
+    ) -> Result<(), Fail> {
+        let status = if saved.is_ok() { "completed" } else { "failed" };
+        self.store
+            .set_checkpoint_status(model_id, checkpoint_id, kind, status)
+            .map_err(server)?;
+        saved
+    }
+
+    /// Runs a training request on every rank; answers as the client expects.
+    fn train(&mut self, r: Replicated) -> Outcome {
+        let reply = match &r {
+            Replicated::Create { model_id, .. } => {
+                json!({"model_id": model_id, "type": "create_model"})
+            }
+            Replicated::Load { .. } => json!({"type": "load_weights"}),
+            Replicated::Unload { model_ids } => {
+                json!({"type": "unload_model", "model_ids": model_ids})
+            }
+            Replicated::OptimStep { adam, .. } => json!({
+                "type": "optim_step",
+                "metrics": {"learning_rate:mean": adam.learning_rate},
+            }),
+            Replicated::ForwardBackward { data, .. } => json!(data.len()),
+        };
+        match self.models.replicate(r)? {
+            Applied::Done => json_body(reply),
+            Applied::Stepped(norm) => {
+                let mut reply = reply;
+                reply["metrics"]["grad_norm:mean"] = json!(norm);
+                json_body(reply)
+            }
+            Applied::Passed(out) => {
+                let record = ArrayRecord {
+                    type_tag: String::new(),
+                    fields: HashMap::from([
+                        ("logprobs".to_string(), proto::batched_f32(&out.logprobs)),
+                        (
+                            "elementwise_loss".to_string(),
+                            proto::batched_f32(&out.elementwise_loss),
+                        ),
+                    ]),
+                    num_datums: reply.as_i64().unwrap_or_default(),
+                };
+                let msg = ForwardBackwardOutput {
+                    loss_fn_output_type: "ArrayRecord".into(),
+                    loss_fn_outputs: vec![record],
+                    metrics: HashMap::from([("loss:sum".to_string(), out.loss)]),
+                };
+                Ok((PROTOBUF, msg.encode_to_vec()))
+            }
+        }
+    }
+
+    /// Writes checkpoint `checkpoint_id` of `kind` of `model_id` with
+    /// `write(model, dir, base_dir)` and records how it went; its directory.
+    fn write_checkpoint(
+        &mut self,
+        model_id: &str,
+        kind: &str,
+        checkpoint_id: &str,
+        write: impl FnOnce(&TrainingModel, &std::path::Path, &std::path::Path) -> anyhow::Result<()>,
+    ) -> Result<PathBuf, Fail> {
+        let dir = self
+            .models
+            .config
+            .checkpoint_dir(model_id, kind, checkpoint_id);
+        let base = self.models.config.base_dir.clone();
+        let saved = self
+            .model(model_id)
+            .and_then(|m| write(m, &dir, &base).map_err(|e| server(format!("{e:#}"))));
+        self.record_save(model_id, checkpoint_id, kind, saved)?;
+        Ok(dir)
+    }
+
+    fn run(&mut self, op: Op) -> Outcome {
+        match op {
+            Op::Train(r) => self.train(r),
+            Op::SaveForSampler {
+                model_id,
+                checkpoint_id,
+                sampling_session_id,
+            } => {
+                let dir =
+                    self.write_checkpoint(&model_id, SAMPLER, &checkpoint_id, |m, dir, base| {
+                        m.write_sampler_weights(dir, base)
+                    })?;
+                self.samplers.evict(&dir);
+                json_body(json!({
+                    "path": tinker_path(&model_id, SAMPLER, &checkpoint_id),
+                    "type": "save_weights_for_sampler",
+                    "sampling_session_id": sampling_session_id,
+                }))
+            }
+            Op::SaveExternal {
+                model_id,
+                checkpoint_id,
+            } => {
+                let dir =
+                    self.write_checkpoint(&model_id, EXTERNAL, &checkpoint_id, |m, dir, base| {
+                        m.write_external(dir, base)
+                    })?;
+                json_body(json!({
+                    "path": tinker_path(&model_id, EXTERNAL, &checkpoint_id),
+                    "size_bytes": crate::checkpoints::dir_files(&dir)
+                        .iter()
+                        .map(|(_, len)| len)
+                        .sum::<u64>(),
+                    "type": "save_weights_external",
+                }))
+            }
+            Op::SaveWeights {
+                model_id,
+                checkpoint_id,
+            } => {
+                let row = self.store.model(&model_id);
+                self.write_checkpoint(&model_id, TRAINING, &checkpoint_id, |m, dir, _| {
+                    let row = row?;
+                    let meta = json!({
+                        "base_model": row.base_model,
+                        "lora_rank": row.lora_rank,
+                        "lora_seed": row.lora_seed,
+                        "steps": m.steps(),
+                    });
+                    m.save_state(dir, &meta)
+                })?;
+                json_body(json!({
+                    "path": tinker_path(&model_id, TRAINING, &checkpoint_id),
+                    "type": "save_weights",
+                }))
             }
             Op::Sample {
                 dir,

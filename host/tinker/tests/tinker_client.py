@@ -12,9 +12,26 @@ tinker_client.rs). Each mode prints one JSON line for the Rust side to check.
                                keeps serving
   state URL BASE               save_state, more steps, then clients created from
                                that state repeat them (with the optimizer: exactly)
+  checkpoints URL BASE DIR     against a server with an API key: wrong and missing
+                               keys refused; save_weights_external, its download
+                               links, TTL, publish, delete, the list of every
+                               checkpoint, and `tinker checkpoint download` (the
+                               CLI) of a save_state into DIR
+  fair URL BASE                client A queues 24 forward_backwards, then client B
+                               (another session) creates a model and runs one; the
+                               model ids, for the Rust side to read the finish order
+  dp URL BASE                  LoRA training on 3 different datums per step (and one
+                               step on a single datum): losses, log-probs, norms, for
+                               comparing a server on several ranks with one process
+  dead URL BASE                after a rank died: training fails with the reason,
+                               sampling the base model still works
+
+The API key is $TINKER_API_KEY (the client's own variable).
 """
 
 import json
+import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -28,7 +45,22 @@ SEQUENCE = [5, 9, 12, 20, 33, 40, 41, 42, 50, 60]
 
 
 def client(url):
-    return tinker.ServiceClient(base_url=url, api_key="tml-local")
+    return tinker.ServiceClient(base_url=url, api_key=os.environ["TINKER_API_KEY"])
+
+
+def http_status(url, headers=None):
+    """GET `url`: (status, body)."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {})) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def tensors(path):
+    from safetensors.numpy import load_file
+
+    return load_file(path)
 
 
 def sft_datum():
@@ -252,6 +284,131 @@ def state(url, base):
     }))
 
 
+def checkpoints(url, base, out_dir):
+    key = os.environ["TINKER_API_KEY"]
+    seen = {}
+    # A wrong key: the client raises AuthenticationError (401, not retried).
+    try:
+        tinker.ServiceClient(base_url=url, api_key="tml-wrong-key").create_lora_training_client(
+            base_model=base, rank=8
+        ).result()
+        seen["wrong_key"] = "accepted"
+    except tinker.AuthenticationError as e:
+        seen["wrong_key"] = f"{e.status_code} {e}"
+    seen["no_key"] = http_status(url + "/api/v1/checkpoints")[0]
+    seen["healthz"] = http_status(url + "/api/v1/healthz")[0]
+
+    sc = client(url)
+    tc = sc.create_lora_training_client(base_model=base, rank=8, seed=1).result()
+    sft_steps(tc, 2, 4e-3)
+    state_path = tc.save_state("ckpt").result().path
+    ext = tc.save_weights_external("ext", ttl_seconds=7200).result().path
+    rest = sc.create_rest_client()
+    urls = rest.get_external_weights_urls(ext).result()
+    files = {}
+    for name, link in urls.urls.items():
+        # Links work without the key (the CLI fetches them with plain GETs).
+        status, body = http_status(link)
+        assert status == 200, (name, status, body)
+        files[name] = len(body)
+        with open(os.path.join(out_dir, "ext_" + name), "wb") as f:
+            f.write(body)
+    listed = {c.tinker_path: c for c in rest.list_user_checkpoints().result().checkpoints}
+    seen["listed_expires"] = listed[ext].expires_at is not None
+    rest.set_checkpoint_ttl_from_tinker_path(ext, None).result()
+    rest.publish_checkpoint_from_tinker_path(ext).result()
+    listed = {c.tinker_path: c for c in rest.list_user_checkpoints().result().checkpoints}
+    seen["after_ttl_and_publish"] = [listed[ext].expires_at is None, listed[ext].public]
+    rest.unpublish_checkpoint_from_tinker_path(ext).result()
+    try:
+        tc.save_weights_external("short", ttl_seconds=5).result()
+        seen["short_ttl"] = "accepted"
+    except Exception as e:
+        seen["short_ttl"] = str(e)
+
+    # The CLI downloads the training checkpoint: it loads it into a new
+    # training run, exports it, fetches every file, and deletes the export.
+    env = dict(os.environ, TINKER_BASE_URL=url, TINKER_API_KEY=key)
+    cli = os.path.join(os.path.dirname(sys.executable), "tinker")
+    done = subprocess.run(
+        [cli, "checkpoint", "download", state_path, "--output", out_dir],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    downloaded = os.path.join(out_dir, state_path[len("tinker://"):].replace("/", "_"))
+    cli_files = sorted(os.listdir(downloaded))
+    # Same weights: the CLI's files equal the export made right after save_state.
+    a = tensors(os.path.join(downloaded, "adapter_model.safetensors"))
+    b = tensors(os.path.join(out_dir, "ext_adapter_model.safetensors"))
+    seen["same_adapter"] = sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
+    with open(os.path.join(downloaded, "adapter_config.json")) as f:
+        seen["adapter_r"] = json.load(f)["r"]
+    # The CLI's temporary export is gone again.
+    paths = [c.tinker_path for c in rest.list_user_checkpoints().result().checkpoints]
+    seen["exports_left"] = sorted(p for p in paths if "/external_weights/" in p)
+
+    # Deleting the export: its links stop working and it leaves the list.
+    link = next(iter(urls.urls.values()))
+    rest.delete_checkpoint_from_tinker_path(ext).result()
+    seen["link_after_delete"] = http_status(link)[0]
+    paths = [c.tinker_path for c in rest.list_user_checkpoints().result().checkpoints]
+    seen["listed_after_delete"] = ext in paths
+    sc.close("success").result()
+    print(json.dumps({"seen": seen, "files": files, "cli_files": cli_files, "ext": ext}))
+
+
+def fair(url, base):
+    a = client(url).create_lora_training_client(base_model=base, rank=8, seed=1).result()
+    backlog = [a.forward_backward([sft_datum()] * 16, "cross_entropy") for _ in range(24)]
+    b = client(url).create_lora_training_client(base_model=base, rank=8, seed=2).result()
+    b.forward_backward([sft_datum()], "cross_entropy").result()
+    for f in backlog:
+        f.result()
+    print(json.dumps({"a": a.model_id, "b": b.model_id}))
+
+
+def dp(url, base):
+    tc = client(url).create_lora_training_client(base_model=base, rank=8, seed=3).result()
+    seqs = [SEQUENCE, SEQUENCE[2:], [7, 8, 9, 10, 11, 12]]
+
+    def datum(seq, weight):
+        return types.Datum(
+            model_input=types.ModelInput.from_ints(seq[:-1]),
+            loss_fn_inputs={"target_tokens": seq[1:], "weights": [weight] * (len(seq) - 1)},
+        )
+
+    losses, norms = [], []
+    for step in range(4):
+        batch = [datum(s, 1.0 + 0.5 * i) for i, s in enumerate(seqs)]
+        if step == 2:
+            batch = batch[:1]  # fewer datums than ranks
+        out = tc.forward_backward(batch, "cross_entropy").result()
+        losses.append(out.metrics["loss:sum"])
+        opt = tc.optim_step(types.AdamParams(learning_rate=4e-3)).result()
+        norms.append(opt.metrics["grad_norm:mean"])
+    last = tc.forward([datum(s, 1.0) for s in seqs], "cross_entropy").result()
+    logprobs = [o["logprobs"].tolist() for o in last.loss_fn_outputs]
+    print(json.dumps({"losses": losses, "norms": norms, "logprobs": logprobs}))
+
+
+def dead(url, base):
+    sc = client(url)
+    seen = {}
+    try:
+        tc = sc.create_lora_training_client(base_model=base, rank=8, seed=3).result()
+        tc.forward_backward([sft_datum()], "cross_entropy").result()
+        seen["train"] = "accepted"
+    except Exception as e:
+        seen["train"] = str(e)
+    sampler = sc.create_sampling_client(base_model=base)
+    out = sampler.sample(
+        prompt=types.ModelInput.from_ints(PROMPT), num_samples=1,
+        sampling_params=types.SamplingParams(max_tokens=4, temperature=0.0),
+    ).result()
+    seen["sampled"] = len(out.sequences[0].tokens)
+    print(json.dumps(seen))
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     {
@@ -262,4 +419,8 @@ if __name__ == "__main__":
         "retrieve": retrieve,
         "errors": errors,
         "state": state,
+        "checkpoints": checkpoints,
+        "fair": fair,
+        "dp": dp,
+        "dead": dead,
     }[mode](*args)

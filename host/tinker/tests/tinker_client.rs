@@ -1,90 +1,19 @@
 //! The official `tinker` client (pinned by scripts/setup) against the service
 //! on a tiny model on loopback: supervised and RL loops that learn, sampler
 //! weights that survive a server restart, and bad requests that fail with
-//! the field named while the server keeps serving.
+//! the field named while the server keeps serving; an API key, exported
+//! weights and their download links, and the `tinker checkpoint` CLI.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use common::{client, client_with_key, floats, options, serve, server, tiny_model};
 use serde_json::Value;
-use skyrl_model::{init_tiny_model, Arch, LoadOptions, TinySize};
-use skyrl_tinker::{serve_blocking, start, ServeOptions};
-
-/// The project venv's Python (with `tinker`), or `$SKYRL_PYTHON`.
-fn python() -> PathBuf {
-    let p = std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
-        });
-    assert!(
-        p.exists(),
-        "the Tinker client tests need Python with `tinker` (scripts/setup): set SKYRL_PYTHON (tried {})",
-        p.display()
-    );
-    p
-}
-
-/// A tiny random model in `dir/model`, served under its path as its name.
-fn tiny_model(dir: &Path) -> PathBuf {
-    let model = dir.join("model");
-    init_tiny_model(Arch::Qwen2, TinySize::Tiny, &model, 0).unwrap();
-    model
-}
-
-/// Starts a server on `data_dir` (its own store connection and model
-/// thread) on a free loopback port; returns its url.
-fn server(model: &Path, data_dir: &Path) -> String {
-    let state = start(&ServeOptions {
-        base_dir: model.to_path_buf(),
-        base_name: model.display().to_string(),
-        db: None,
-        data_dir: data_dir.to_path_buf(),
-        options: LoadOptions {
-            device: tch::Device::Cpu,
-            kind: tch::Kind::Float,
-        },
-    })
-    .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || serve_blocking(state, listener).unwrap());
-    url
-}
-
-/// Runs a mode of tinker_client.py; its last stdout line, parsed.
-fn client(args: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/tinker_client.py");
-    let out = Command::new(python())
-        .arg(script)
-        .args(args)
-        .env("TINKER_API_KEY", "tml-local")
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .expect("run the project venv's python (scripts/setup)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "tinker_client.py {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON line")
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
 
 #[test]
 fn supervised_and_rl_loops_learn_through_the_official_client() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());
-    let url = server(&model, &dir.path().join("data"));
+    let url = server(&model, &dir.path().join("data"), None);
     let base = model.display().to_string();
 
     let sft = client(&["sft", &url, &base]);
@@ -110,7 +39,7 @@ fn sampler_weights_and_results_survive_a_restart_and_bad_input_is_named() {
     let model = tiny_model(dir.path());
     let data = dir.path().join("data");
     let base = model.display().to_string();
-    let first = server(&model, &data);
+    let first = server(&model, &data, None);
     let saved = client(&["save", &first, &base]);
     assert_eq!(saved["tokens"].as_array().unwrap().len(), 6);
     // One log-prob per prompt token, none for the first.
@@ -119,7 +48,7 @@ fn sampler_weights_and_results_survive_a_restart_and_bad_input_is_named() {
 
     // A second server on the same state: the saved weights sample the same
     // tokens with the same log-probs, and request 1 (create_model) is still answered.
-    let second = server(&model, &data);
+    let second = server(&model, &data, None);
     let again = client(&["resample", &second, saved["path"].as_str().unwrap()]);
     assert_eq!(again["tokens"], saved["tokens"]);
     let (a, b) = (floats(&saved["logprobs"]), floats(&again["logprobs"]));
@@ -149,7 +78,7 @@ fn sampler_weights_and_results_survive_a_restart_and_bad_input_is_named() {
 fn saved_state_resumes_exactly_with_its_optimizer() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());
-    let url = server(&model, &dir.path().join("data"));
+    let url = server(&model, &dir.path().join("data"), None);
     let out = client(&["state", &url, &model.display().to_string()]);
     let (after, resumed) = (floats(&out["after"]), floats(&out["resumed"]));
     // The resumed client's two steps are the original's next two steps.
@@ -176,4 +105,88 @@ fn saved_state_resumes_exactly_with_its_optimizer() {
         closed.starts_with("400") && closed.contains("finished"),
         "{closed}"
     );
+}
+
+#[test]
+fn api_keys_checkpoint_exports_and_the_cli_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let key = "tml-test-key-0123";
+    let mut opts = options(&model, &dir.path().join("data"), None);
+    opts.api_key = Some(key.into());
+    let url = serve(&opts);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let base = model.display().to_string();
+    let out = client_with_key(
+        &["checkpoints", &url, &base, out_dir.to_str().unwrap()],
+        key,
+    );
+    let seen = &out["seen"];
+    let wrong = seen["wrong_key"].as_str().unwrap();
+    assert!(
+        wrong.starts_with("401") && wrong.contains("API key"),
+        "{wrong}"
+    );
+    assert_eq!(seen["no_key"], 401);
+    assert_eq!(seen["healthz"], 200);
+    // TTLs are kept, cleared and listed; publishing shows in the list.
+    assert_eq!(seen["listed_expires"], true);
+    assert_eq!(
+        seen["after_ttl_and_publish"],
+        serde_json::json!([true, true])
+    );
+    assert!(
+        seen["short_ttl"]
+            .as_str()
+            .unwrap()
+            .contains("ttl_seconds 5"),
+        "{seen}"
+    );
+    // The export is PEFT's adapter files; the CLI downloads the same files
+    // with the same tensors, and its temporary export is deleted after.
+    let files = out["files"].as_object().unwrap();
+    let mut names: Vec<&String> = files.keys().collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["adapter_config.json", "adapter_model.safetensors"],
+        "{out}"
+    );
+    assert_eq!(out["cli_files"], serde_json::json!(names));
+    assert_eq!(seen["same_adapter"], true);
+    assert_eq!(seen["adapter_r"], 8);
+    assert_eq!(seen["exports_left"], serde_json::json!([out["ext"]]));
+    // A deleted export's links are dead and it leaves the list.
+    assert_eq!(seen["link_after_delete"], 404);
+    assert_eq!(seen["listed_after_delete"], false);
+}
+
+#[test]
+fn a_clients_backlog_does_not_hold_up_another_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let data = dir.path().join("data");
+    let url = server(&model, &data, None);
+    let out = client(&["fair", &url, &model.display().to_string()]);
+    let (a, b) = (out["a"].as_str().unwrap(), out["b"].as_str().unwrap());
+    // The order the model thread finished the forward-backward passes in.
+    let db = rusqlite::Connection::open(data.join("tinker.sqlite")).unwrap();
+    let mut st = db
+        .prepare(
+            "SELECT model_id FROM futures WHERE kind = 'forward_backward' AND status = 'completed'
+             ORDER BY finished, request_id",
+        )
+        .unwrap();
+    let order: Vec<String> = st
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(order.len(), 25, "{order:?}");
+    let b_at = order.iter().position(|m| m == b).unwrap();
+    // Served in turns: B's one pass does not wait for A's whole backlog
+    // (first in, first out would put it last).
+    let a_after_b = order[b_at + 1..].iter().filter(|m| *m == a).count();
+    assert!(a_after_b >= 8, "B finished at {b_at} of {order:?}");
 }

@@ -13,7 +13,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::masked::{masked_mean, masked_mean_dim, safe_exp_delta};
 use super::off_policy::{apply_off_policy_correction, Metrics};
-use crate::config::AlgorithmConfig;
+use crate::config::{AlgorithmConfig, DppoConfig};
 
 /// Tensors a policy loss reads; all `[B, T]`, fp32.
 pub struct PolicyLossInput<'a> {
@@ -369,41 +369,49 @@ impl PolicyLoss for Dppo {
         let d = &cfg.dppo;
         let mu = x.rollout_logprobs.unwrap_or(x.old_log_probs);
         let ratio = safe_exp_delta(&(x.log_probs - mu), 20.0);
-        let dropped = {
-            let _g = tch::no_grad_guard();
-            let lp = x.log_probs.detach();
-            let p = lp.exp();
-            let q = mu.exp();
-            let diff = &p - &q;
-            let pos = x.advantages.gt(0.0);
-            let neg = x.advantages.lt(0.0);
-            match d.dppo_type.as_str() {
-                "binary_tv" => pos
-                    .logical_and(&diff.gt(d.delta_high))
-                    .logical_or(&neg.logical_and(&diff.neg().gt(d.delta_low))),
-                "binary_kl" => {
-                    let eps = 1e-8;
-                    let one_minus_q: Tensor = 1.0 - &q;
-                    let one_minus_p: Tensor = 1.0 - &p;
-                    let log_odds: Tensor = ((&one_minus_q + eps) / (one_minus_p + eps)).log();
-                    let kl = &q * (mu - &lp) + one_minus_q * log_odds;
-                    pos.logical_and(&diff.gt(0.0))
-                        .logical_and(&kl.gt(d.delta_high))
-                        .logical_or(
-                            &neg.logical_and(&diff.lt(0.0))
-                                .logical_and(&kl.gt(d.delta_low)),
-                        )
-                }
-                other => {
-                    bail!("unknown dppo.dppo_type '{other}' (expected binary_tv or binary_kl)")
-                }
-            }
-        };
+        let dropped = dppo_dropped(x.log_probs, mu, x.advantages, d)?;
         let keep = dropped.logical_not().to_kind(Kind::Float);
         let loss = (&ratio * x.advantages * keep).neg();
         let metrics = ratio_metrics(&ratio, x.loss_mask, Some(&dropped));
         finish(loss, x, cfg, metrics)
     }
+}
+
+/// DPPO's no-grad mask: true where a token's probability moved too far from
+/// the behaviour policy's (`mu`, log-probs) in its advantage's direction
+/// (see [`Dppo`]). Shared with the Tinker service's `dppo` loss.
+pub fn dppo_dropped(
+    log_probs: &Tensor,
+    mu: &Tensor,
+    advantages: &Tensor,
+    d: &DppoConfig,
+) -> Result<Tensor> {
+    let _g = tch::no_grad_guard();
+    let lp = log_probs.detach();
+    let p = lp.exp();
+    let q = mu.exp();
+    let diff = &p - &q;
+    let pos = advantages.gt(0.0);
+    let neg = advantages.lt(0.0);
+    Ok(match d.dppo_type.as_str() {
+        "binary_tv" => pos
+            .logical_and(&diff.gt(d.delta_high))
+            .logical_or(&neg.logical_and(&diff.neg().gt(d.delta_low))),
+        "binary_kl" => {
+            let eps = 1e-8;
+            let one_minus_q: Tensor = 1.0 - &q;
+            let one_minus_p: Tensor = 1.0 - &p;
+            let log_odds: Tensor = ((&one_minus_q + eps) / (one_minus_p + eps)).log();
+            let kl = &q * (mu - &lp) + one_minus_q * log_odds;
+            pos.logical_and(&diff.gt(0.0))
+                .logical_and(&kl.gt(d.delta_high))
+                .logical_or(
+                    &neg.logical_and(&diff.lt(0.0))
+                        .logical_and(&kl.gt(d.delta_low)),
+                )
+        }
+        other => bail!("unknown dppo.dppo_type '{other}' (expected binary_tv or binary_kl)"),
+    })
 }
 
 /// Importance sampling (Tinker's `importance_sampling`): `-(exp(logp - logp_old) * A)`,
