@@ -439,7 +439,8 @@ impl State {
                 "type": "optim_step",
                 "metrics": {"learning_rate:mean": adam.learning_rate},
             }),
-            Replicated::ForwardBackward { data, .. } => json!(data.len()),
+            // The protobuf answer below; its datum count.
+            Replicated::ForwardBackward { data, .. } => json!({"num_datums": data.len()}),
         };
         match self.models.replicate(r)? {
             Applied::Done => json_body(reply),
@@ -458,7 +459,7 @@ impl State {
                             proto::batched_f32(&out.elementwise_loss),
                         ),
                     ]),
-                    num_datums: reply.as_i64().unwrap_or_default(),
+                    num_datums: reply["num_datums"].as_i64().unwrap_or_default(),
                 };
                 let msg = ForwardBackwardOutput {
                     loss_fn_output_type: "ArrayRecord".into(),
