@@ -17,9 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
-use crate::routes::{
-    check_name, checkpoint_json, future_response, new_id, parse, timestamp, AppState, Page,
-};
+use crate::routes::{checkpoint_json, future_response, new_id, parse, timestamp, AppState, Page};
 use crate::store::CheckpointRow;
 use crate::worker::{segment_kind, tinker_path, Op, WorkerConfig, EXTERNAL};
 
@@ -151,18 +149,7 @@ fn completed(
             "checkpoint `{path}`: `{segment}` is not weights, sampler_weights or external_weights"
         ))
     })?;
-    check_name("checkpoint", name)?;
-    s.store.model(run)?;
-    match s.store.checkpoint(run, name, kind)? {
-        Some(c) if c.status == "completed" => Ok(c),
-        Some(c) => Err(ApiError::bad_request(format!(
-            "checkpoint `{path}`: that save is {}",
-            c.status
-        ))),
-        None => Err(ApiError::not_found(format!(
-            "checkpoint `{path}`: no such checkpoint"
-        ))),
-    }
+    s.completed_checkpoint("checkpoint", &path, run, kind, name)
 }
 
 /// `DELETE .../checkpoints/{segment}/{name}`.
@@ -201,10 +188,7 @@ pub(crate) async fn publish(
     State(s): State<AppState>,
     UrlPath(key): UrlPath<(String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let c = completed(&s, &key)?;
-    s.store
-        .set_checkpoint_public(&c.model_id, &c.checkpoint_id, &c.kind, true)?;
-    Ok(StatusCode::NO_CONTENT)
+    set_public(&s, &key, true)
 }
 
 /// `DELETE .../publish`.
@@ -212,9 +196,17 @@ pub(crate) async fn unpublish(
     State(s): State<AppState>,
     UrlPath(key): UrlPath<(String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let c = completed(&s, &key)?;
+    set_public(&s, &key, false)
+}
+
+fn set_public(
+    s: &AppState,
+    key: &(String, String, String),
+    public: bool,
+) -> Result<StatusCode, ApiError> {
+    let c = completed(s, key)?;
     s.store
-        .set_checkpoint_public(&c.model_id, &c.checkpoint_id, &c.kind, false)?;
+        .set_checkpoint_public(&c.model_id, &c.checkpoint_id, &c.kind, public)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

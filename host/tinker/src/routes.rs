@@ -748,13 +748,25 @@ impl AppState {
             [m, n] if kind == SAMPLER => (*m, *n),
             _ => return Err(bad()),
         };
+        self.completed_checkpoint(field, path, model_id, kind, name)?;
+        let dir = self.config.checkpoint_dir(model_id, kind, name);
+        Ok((model_id.to_string(), name.to_string(), dir))
+    }
+
+    /// The row of checkpoint `name` of `kind` of `model_id` (named `path`
+    /// in `field`), which must exist and be completed.
+    pub(crate) fn completed_checkpoint(
+        &self,
+        field: &str,
+        path: &str,
+        model_id: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<crate::store::CheckpointRow, ApiError> {
         check_name(field, name)?;
         self.store.model(model_id)?;
         match self.store.checkpoint(model_id, name, kind)? {
-            Some(c) if c.status == "completed" => {
-                let dir = self.config.checkpoint_dir(model_id, kind, name);
-                Ok((model_id.to_string(), name.to_string(), dir))
-            }
+            Some(c) if c.status == "completed" => Ok(c),
             Some(c) => Err(ApiError::bad_request(format!(
                 "{field} `{path}`: that save is {}",
                 c.status

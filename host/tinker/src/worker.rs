@@ -324,16 +324,11 @@ impl Models {
                 backward,
             } => self.forward_backward(&model_id, &data, loss, backward),
             Replicated::OptimStep { model_id, adam } => {
-                let m = self
-                    .models
-                    .get_mut(&model_id)
-                    .ok_or_else(|| not_loaded(&model_id))?;
-                let mut grads = m.gradients();
+                let mut grads = self.model(&model_id)?.gradients();
                 if let Err(e) = self.ranks.sum(&mut grads) {
                     return Err(self.group_failed(e));
                 }
-                let m = self.model(&model_id)?;
-                Ok(Applied::Stepped(m.optim_step(&adam)))
+                Ok(Applied::Stepped(self.model(&model_id)?.optim_step(&adam)))
             }
             Replicated::Load {
                 model_id,
@@ -367,10 +362,7 @@ impl Models {
         backward: bool,
     ) -> Result<Applied, Fail> {
         let (rank, world) = (self.ranks.rank(), self.ranks.world());
-        let m = self
-            .models
-            .get_mut(model_id)
-            .ok_or_else(|| not_loaded(model_id))?;
+        let m = self.model(model_id)?;
         // The same check on every rank: all refuse, or none does.
         m.check(data, loss).map_err(user)?;
         let part = shard(data.len(), rank, world);

@@ -7,7 +7,7 @@
 mod common;
 
 use common::postgres::PgServer;
-use common::{client, floats, options, server, tiny_model};
+use common::{options, restart_keeps_saved_weights, tiny_model};
 use skyrl_tinker::store::FutureState;
 use skyrl_tinker::{DbUrl, Store};
 
@@ -161,21 +161,7 @@ fn the_official_client_restart_test_runs_on_postgres() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());
     let data = dir.path().join("data");
-    let base = model.display().to_string();
-    let db = pg.url();
-    let first = server(&model, &data, Some(&db));
-    let saved = client(&["save", &first, &base]);
-    // A second server on the same database and checkpoint folder.
-    let second = server(&model, &data, Some(&db));
-    let again = client(&["resample", &second, saved["path"].as_str().unwrap()]);
-    assert_eq!(again["tokens"], saved["tokens"]);
-    let (a, b) = (floats(&saved["logprobs"]), floats(&again["logprobs"]));
-    assert!(
-        a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5),
-        "{a:?} vs {b:?}"
-    );
-    let old = client(&["retrieve", &second, "1"]);
-    assert_eq!(old["body"]["type"], "create_model", "{old}");
+    restart_keeps_saved_weights(&model, &data, Some(&pg.url()));
     // Nothing was written to a SQLite file beside the checkpoints.
     assert!(!data.join("tinker.sqlite").exists());
 }

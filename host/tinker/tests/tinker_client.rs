@@ -6,8 +6,10 @@
 
 mod common;
 
-use common::{client, client_with_key, floats, options, serve, server, tiny_model};
-use serde_json::Value;
+use common::{
+    client, client_with_key, floats, options, restart_keeps_saved_weights, serve, server,
+    tiny_model,
+};
 
 #[test]
 fn supervised_and_rl_loops_learn_through_the_official_client() {
@@ -39,25 +41,7 @@ fn sampler_weights_and_results_survive_a_restart_and_bad_input_is_named() {
     let model = tiny_model(dir.path());
     let data = dir.path().join("data");
     let base = model.display().to_string();
-    let first = server(&model, &data, None);
-    let saved = client(&["save", &first, &base]);
-    assert_eq!(saved["tokens"].as_array().unwrap().len(), 6);
-    // One log-prob per prompt token, none for the first.
-    let prompt_lp = saved["prompt_logprobs"].as_array().unwrap();
-    assert!(prompt_lp[0].is_null() && prompt_lp[1..].iter().all(Value::is_f64));
-
-    // A second server on the same state: the saved weights sample the same
-    // tokens with the same log-probs, and request 1 (create_model) is still answered.
-    let second = server(&model, &data, None);
-    let again = client(&["resample", &second, saved["path"].as_str().unwrap()]);
-    assert_eq!(again["tokens"], saved["tokens"]);
-    let (a, b) = (floats(&saved["logprobs"]), floats(&again["logprobs"]));
-    assert!(
-        a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5),
-        "{a:?} vs {b:?}"
-    );
-    let old = client(&["retrieve", &second, "1"]);
-    assert_eq!(old["body"]["type"], "create_model", "{old}");
+    let second = restart_keeps_saved_weights(&model, &data, None);
 
     let errors = client(&["errors", &second, &base]);
     for key in [

@@ -74,11 +74,8 @@ pub fn run(args: TinkerServeArgs) -> anyhow::Result<()> {
     // Under a launcher every rank holds the models; rank 0 serves.
     let ranks = Ranks::join(Duration::from_secs_f64(args.dist_timeout_s))?;
     let options = LoadOptions {
-        device: if ranks.world() > 1 {
-            ranks.device()
-        } else {
-            tch::Device::cuda_if_available()
-        },
+        // `cuda:LOCAL_RANK` under a launcher, else the first GPU or the CPU.
+        device: ranks.device(),
         kind: tch::Kind::Float,
     };
     if ranks.rank() != 0 {

@@ -97,3 +97,29 @@ pub fn floats(v: &Value) -> Vec<f64> {
         .map(|x| x.as_f64().unwrap())
         .collect()
 }
+
+/// The restart check, on `data` and the database `db`: a server saves
+/// sampler weights (a greedy sample with prompt log-probs); a second server
+/// on the same state samples the same tokens with the same log-probs from
+/// them and still answers request 1 (create_model). The second server's url.
+pub fn restart_keeps_saved_weights(model: &Path, data: &Path, db: Option<&str>) -> String {
+    let base = model.display().to_string();
+    let first = server(model, data, db);
+    let saved = client(&["save", &first, &base]);
+    assert_eq!(saved["tokens"].as_array().unwrap().len(), 6);
+    // One log-prob per prompt token, none for the first.
+    let prompt_lp = saved["prompt_logprobs"].as_array().unwrap();
+    assert!(prompt_lp[0].is_null() && prompt_lp[1..].iter().all(Value::is_f64));
+
+    let second = server(model, data, db);
+    let again = client(&["resample", &second, saved["path"].as_str().unwrap()]);
+    assert_eq!(again["tokens"], saved["tokens"]);
+    let (a, b) = (floats(&saved["logprobs"]), floats(&again["logprobs"]));
+    assert!(
+        a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5),
+        "{a:?} vs {b:?}"
+    );
+    let old = client(&["retrieve", &second, "1"]);
+    assert_eq!(old["body"]["type"], "create_model", "{old}");
+    second
+}
