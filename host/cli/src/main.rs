@@ -32,6 +32,8 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Serve the Tinker API (the `tinker` Python client) for LoRA training and sampling of one base model.
     TinkerServe(commands::tinker_serve::TinkerServeArgs),
+    /// Serve BM25 retrieval over a JSONL corpus with Search-R1's `/retrieve` protocol (for the search env).
+    RetrievalServe(commands::retrieval_serve::RetrievalServeArgs),
     /// Create models.
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
@@ -57,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Model(cmd) => commands::model::run(cmd),
         Command::Serve(args) => commands::serve::run(args),
         Command::TinkerServe(args) => commands::tinker_serve::run(args),
+        Command::RetrievalServe(args) => commands::retrieval_serve::run(args),
         Command::Data(cmd) => commands::data::run(cmd),
     };
     match result {

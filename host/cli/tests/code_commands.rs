@@ -1,6 +1,7 @@
 //! Real envs end to end through the binary: text2sql (SQLite in the
 //! sandbox, databases granted read-only), lcb with the sandboxed python
-//! tool, and `skyrl plugin build` for a Python plugin.
+//! tool, search with its tool granted the retrieval server over HTTP, and
+//! `skyrl plugin build` for a Python plugin.
 
 mod common;
 
@@ -192,4 +193,54 @@ fn plugin_build_compiles_a_python_folder_and_checks_it() {
         "skyrl-plugin.toml",
     );
     assert_fails_with(&skyrl(&["plugin", "build", "no/such/folder"]), "not found");
+}
+
+#[test]
+fn search_trains_with_its_tool_granted_the_retrieval_server() {
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let index = skyrl_retrieval::Index::load(&repo.join("data/search/toy_corpus.jsonl")).unwrap();
+    let server = skyrl_retrieval::BackgroundServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        std::sync::Arc::new(index),
+        3,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = plugin("search");
+    let tool = plugin("search_tool");
+    let mut args: Vec<String> = [
+        "train",
+        "--quiet",
+        "--plugin",
+        &env,
+        "--tool",
+        &tool,
+        "--config",
+        "configs/search.yaml",
+        "--max-steps",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(tiny(dir.path(), 2048));
+    args.push(format!(
+        "environment.skyrl_gym.search.search_url={}",
+        server.retrieve_url()
+    ));
+    args.push(format!(
+        "environment.sandbox.search_tool.allowed_hosts=[\"http://{}\"]",
+        server.addr()
+    ));
+    args.push("generator.max_turns=2".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = skyrl(&refs);
+    assert!(out.status.success(), "{}", text(&out));
+    let reward = first_metrics(dir.path())["reward/mean"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&reward), "{reward}");
+
+    // A grant that is not an origin is refused at load time, naming it.
+    let mut bad = refs.clone();
+    bad.push("environment.sandbox.search_tool.allowed_hosts=[127.0.0.1:8000]");
+    assert_fails_with(&skyrl(&bad), "allowed_hosts entry \"127.0.0.1:8000\"");
 }

@@ -204,6 +204,15 @@ pub struct PluginSandboxConfig {
     pub call_timeout_ms: Option<u64>,
     /// Fuel (about one per wasm instruction) per call.
     pub fuel_per_call: Option<u64>,
+    /// Origins the plugin may reach over HTTP (`wasi:http`), Spin-style:
+    /// `http://127.0.0.1:8000`, `https://*.example.com`, `http://localhost:*`.
+    /// Empty (the default): no network.
+    pub allowed_hosts: Vec<String>,
+    /// Deadline per HTTP request, milliseconds (default 30000; never past
+    /// the call's own deadline).
+    pub http_timeout_ms: Option<u64>,
+    /// Largest HTTP response body accepted, bytes (default 8 MiB).
+    pub http_max_response_bytes: Option<usize>,
 }
 
 /// One read-only directory grant.

@@ -1,11 +1,11 @@
-//! Applies `environment.sandbox` (read-only directory grants and limits) to
+//! Applies `environment.sandbox` (read-only directory and HTTP grants, limits) to
 //! the run's plugins, and wires their tool calls to the run's tool plugins.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use skyrl_runtime::{Plugin, ReadOnlyDir, SandboxPolicy, ToolRouter};
+use skyrl_runtime::{NetworkPolicy, Plugin, ReadOnlyDir, SandboxPolicy, ToolRouter};
 
 use crate::config::PluginSandboxConfig;
 use skyrl_model::expand_home;
@@ -99,9 +99,28 @@ fn configure(plugin: Plugin, config: &PluginSandboxConfig) -> anyhow::Result<Plu
         }
         limits.fuel_per_call = config.fuel_per_call;
     }
-    Ok(plugin
-        .with_limits(limits)
-        .with_policy(SandboxPolicy { read_only_dirs }))
+    let mut network = NetworkPolicy {
+        allowed_hosts: config.allowed_hosts.clone(),
+        ..NetworkPolicy::default()
+    };
+    if let Some(ms) = config.http_timeout_ms {
+        network.request_timeout_ms = ms;
+    }
+    if let Some(bytes) = config.http_max_response_bytes {
+        network.max_response_bytes = bytes;
+    }
+    if network.allowed_hosts.is_empty()
+        && (config.http_timeout_ms.is_some() || config.http_max_response_bytes.is_some())
+    {
+        bail!(
+            "http_timeout_ms / http_max_response_bytes are set, but allowed_hosts grants no host"
+        );
+    }
+    network.validate().map_err(anyhow::Error::msg)?;
+    Ok(plugin.with_limits(limits).with_policy(SandboxPolicy {
+        read_only_dirs,
+        network,
+    })?)
 }
 
 /// Routes `plugin`'s tool calls to `tools` when it declares any; a declared

@@ -138,7 +138,9 @@ fn bench_sql(engine: &PluginEngine, runs: usize) {
                 host: data.clone(),
                 guest: "/data".into(),
             }],
-        });
+            ..SandboxPolicy::default()
+        })
+        .expect("policy");
     let row = first_row();
     let extras = json!({
         "db_id": row["db_id"],

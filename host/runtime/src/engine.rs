@@ -202,6 +202,8 @@ fn build_linker(engine: &Engine) -> Result<Linker<HostState>> {
         |e: wasmtime::Error| PluginError::Host(format!("cannot build host linker: {e:#}"));
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(link_err)?;
+    // Outbound HTTP: linked for every plugin, denied unless its policy grants hosts.
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker).map_err(link_err)?;
     EnvironmentPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
         .map_err(link_err)?;
     // Generator plugins also import `llm` and `envs`.

@@ -6,7 +6,8 @@
 //! crate loads them into a shared [`PluginEngine`], caches compiled code on
 //! disk, and runs every instance inside its own sandbox: a memory cap, a fuel
 //! budget and a wall-clock deadline per call, and no filesystem or network
-//! unless a [`SandboxPolicy`] grants a read-only directory.
+//! unless a [`SandboxPolicy`] grants a read-only directory or HTTP hosts
+//! ([`NetworkPolicy`], served over `wasi:http`).
 //!
 //! A plugin that traps, loops or runs out of memory produces a typed
 //! [`PluginError`] for that call; the host and all other instances go on.
@@ -20,6 +21,7 @@ mod error;
 mod generator;
 mod limits;
 mod metadata;
+mod network;
 mod plugin;
 mod reward;
 mod sandbox;
@@ -41,6 +43,7 @@ pub use generator::{
 };
 pub use limits::{ReadOnlyDir, SandboxLimits, SandboxPolicy, DEFAULT_FUEL_PER_CALL};
 pub use metadata::{PluginInfo, PluginKind, PluginMetadata, World};
+pub use network::{HostPattern, NetworkPolicy};
 pub use plugin::Plugin;
 pub use reward::RewardInstance;
 pub use tool::{ToolInstance, ToolRouter, ToolSpec};

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::network::NetworkPolicy;
+
 /// Resource limits applied to every plugin instance.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -68,4 +70,6 @@ pub struct ReadOnlyDir {
 pub struct SandboxPolicy {
     /// Read-only directory grants.
     pub read_only_dirs: Vec<ReadOnlyDir>,
+    /// Outbound HTTP grants (`wasi:http`); none by default.
+    pub network: NetworkPolicy,
 }

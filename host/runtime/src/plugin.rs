@@ -18,6 +18,7 @@ use crate::engine::PluginEngine;
 use crate::error::{PluginError, Result};
 use crate::limits::{SandboxLimits, SandboxPolicy};
 use crate::metadata::{self, PluginInfo, PluginKind, PluginMetadata, World};
+use crate::network::NetworkGrant;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::tool::ToolRouter;
@@ -34,6 +35,8 @@ pub struct Plugin {
     pub(crate) pres: Arc<WorldPres>,
     pub(crate) limits: SandboxLimits,
     pub(crate) policy: SandboxPolicy,
+    /// `policy.network` compiled; `None` when no host is granted.
+    pub(crate) network: Option<Arc<NetworkGrant>>,
     pub(crate) tools: Option<Arc<ToolRouter>>,
 }
 
@@ -81,6 +84,7 @@ impl Plugin {
             pres,
             limits,
             policy: SandboxPolicy::default(),
+            network: None,
             tools: None,
         })
     }
@@ -107,9 +111,21 @@ impl Plugin {
     }
 
     /// Replace the capability grants for instances created from now on.
-    pub fn with_policy(mut self, policy: SandboxPolicy) -> Self {
+    /// Fails on a malformed network grant, naming it.
+    pub fn with_policy(mut self, policy: SandboxPolicy) -> Result<Self> {
+        self.network = match policy.network.allowed_hosts.is_empty() {
+            true => None,
+            false => Some(Arc::new(NetworkGrant::new(&policy.network).map_err(
+                |e| PluginError::Host(format!("plugin {}: {e}", self.name())),
+            )?)),
+        };
         self.policy = policy;
-        self
+        Ok(self)
+    }
+
+    /// The capability grants new instances get.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
     }
 
     /// Route this plugin's `host.call-tool` imports to `tools`. Fails when the
@@ -140,6 +156,7 @@ impl Plugin {
             self.name(),
             &self.limits,
             &self.policy,
+            self.network.clone(),
             self.tools.clone(),
         )
     }
@@ -204,7 +221,14 @@ fn read_info(
     origin: &str,
     exports: &[String],
 ) -> Result<PluginInfo> {
-    let mut sandbox = Sandbox::new(engine, origin, limits, &SandboxPolicy::default(), None)?;
+    let mut sandbox = Sandbox::new(
+        engine,
+        origin,
+        limits,
+        &SandboxPolicy::default(),
+        None,
+        None,
+    )?;
     let info = if let Some(pre) = &pres.env {
         let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
         sandbox.call("info", |s| bindings.skyrl_plugin_plugin().call_info(s))?

@@ -8,6 +8,7 @@ use wasmtime::{Store, Trap};
 use crate::engine::{PluginEngine, EPOCH_TICK};
 use crate::error::{GuestErrorKind, PluginError, Result};
 use crate::limits::{SandboxLimits, SandboxPolicy};
+use crate::network::NetworkGrant;
 use crate::state::HostState;
 use crate::tool::ToolRouter;
 
@@ -26,6 +27,7 @@ impl Sandbox {
         plugin: &str,
         limits: &SandboxLimits,
         policy: &SandboxPolicy,
+        network: Option<Arc<NetworkGrant>>,
         tools: Option<Arc<ToolRouter>>,
     ) -> Result<Self> {
         if limits.fuel_per_call.is_some() && !engine.is_metered() {
@@ -35,7 +37,7 @@ impl Sandbox {
                  and rely on the call deadline)"
             )));
         }
-        let state = HostState::new(plugin, limits.memory_bytes, policy, tools)?;
+        let state = HostState::new(plugin, limits.memory_bytes, policy, network, tools)?;
         let mut store = Store::new(engine.engine(), state);
         store.limiter(|state| &mut state.limiter);
         store.epoch_deadline_trap();
@@ -81,9 +83,12 @@ impl Sandbox {
                 .set_fuel(fuel)
                 .map_err(|e| PluginError::Host(format!("cannot set fuel: {e:#}")))?;
         }
-        let ticks = self.limits.call_timeout().as_micros() / EPOCH_TICK.as_micros();
+        let timeout = self.limits.call_timeout();
+        let ticks = timeout.as_micros() / EPOCH_TICK.as_micros();
         self.store.set_epoch_deadline(ticks.max(1) as u64);
-        self.store.data_mut().limiter.hit = false;
+        let state = self.store.data_mut();
+        state.limiter.hit = false;
+        state.http.call_deadline = std::time::Instant::now() + timeout;
         Ok(())
     }
 

@@ -1,16 +1,19 @@
 //! Per-instance host state: WASI context, memory limiter, host imports.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::ResourceLimiter;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::host::{self, LogLevel};
 use crate::bindings::types;
 use crate::error::{PluginError, Result};
 use crate::generator::GeneratorHost;
 use crate::limits::SandboxPolicy;
+use crate::network::{HttpHooks, NetworkGrant};
 use crate::stdio::{Stream, TracingOutput};
 use crate::tool::ToolRouter;
 
@@ -51,6 +54,9 @@ pub(crate) struct HostState {
     tools: Option<Arc<ToolRouter>>,
     /// The trainer side of `llm`/`envs` (generator plugins only).
     pub(crate) generator_host: Option<Arc<dyn GeneratorHost>>,
+    http_ctx: WasiHttpCtx,
+    /// Outbound HTTP: the plugin's grant and the current call's deadline.
+    pub(crate) http: HttpHooks,
 }
 
 impl HostState {
@@ -58,6 +64,7 @@ impl HostState {
         plugin: &str,
         memory_bytes: usize,
         policy: &SandboxPolicy,
+        network: Option<Arc<NetworkGrant>>,
         tools: Option<Arc<ToolRouter>>,
     ) -> Result<Self> {
         let mut builder = WasiCtxBuilder::new();
@@ -78,6 +85,7 @@ impl HostState {
                     ))
                 })?;
         }
+        let plugin: Arc<str> = plugin.into();
         Ok(Self {
             wasi: builder.build(),
             table: ResourceTable::new(),
@@ -85,7 +93,13 @@ impl HostState {
                 limit_bytes: memory_bytes,
                 hit: false,
             },
-            plugin: plugin.into(),
+            http_ctx: WasiHttpCtx::new(),
+            http: HttpHooks {
+                plugin: plugin.clone(),
+                grant: network,
+                call_deadline: Instant::now(),
+            },
+            plugin,
             tools,
             generator_host: None,
         })
@@ -97,6 +111,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
         }
     }
 }

@@ -44,6 +44,22 @@ fn episodes() -> Vec<Episode> {
             done_at_end: true,
         },
         Episode {
+            plugin: "aime",
+            config: json!({}),
+            extras: json!({ "reward_model": { "ground_truth": "204" } }),
+            actions: &["So m + n = 204.\nAnswer: $204$"],
+            rewards: &[1.0],
+            done_at_end: true,
+        },
+        Episode {
+            plugin: "aime",
+            config: json!({}),
+            extras: json!({ "reward_model": { "ground_truth": "204" } }),
+            actions: &["The answer is \\boxed{204}"],
+            rewards: &[-1.0],
+            done_at_end: true,
+        },
+        Episode {
             plugin: "string_transform",
             config: json!({}),
             extras: json!({ "reward_spec": { "ground_truth": "abca" }, "extra_info": { "task": "copy", "input": "abca" } }),

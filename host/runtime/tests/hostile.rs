@@ -132,12 +132,15 @@ fn read_only_grant_allows_reading_but_not_writing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("passwd"), "granted-file-content").unwrap();
     let engine = common::engine(common::tight_limits());
-    let plugin = common::load(&engine, "hostile").with_policy(skyrl_runtime::SandboxPolicy {
-        read_only_dirs: vec![skyrl_runtime::ReadOnlyDir {
-            host: dir.path().to_path_buf(),
-            guest: "/etc".into(),
-        }],
-    });
+    let plugin = common::load(&engine, "hostile")
+        .with_policy(skyrl_runtime::SandboxPolicy {
+            read_only_dirs: vec![skyrl_runtime::ReadOnlyDir {
+                host: dir.path().to_path_buf(),
+                guest: "/etc".into(),
+            }],
+            ..skyrl_runtime::SandboxPolicy::default()
+        })
+        .unwrap();
     let mut env = plugin
         .create_env(&json!({ "attack": "read_passwd" }), &json!({}))
         .unwrap();

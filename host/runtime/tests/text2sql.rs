@@ -18,12 +18,15 @@ fn db_file(db_id: &str) -> PathBuf {
 }
 
 fn granted() -> Plugin {
-    common::load(common::shared_engine(), "text2sql").with_policy(SandboxPolicy {
-        read_only_dirs: vec![ReadOnlyDir {
-            host: databases(),
-            guest: "/data".into(),
-        }],
-    })
+    common::load(common::shared_engine(), "text2sql")
+        .with_policy(SandboxPolicy {
+            read_only_dirs: vec![ReadOnlyDir {
+                host: databases(),
+                guest: "/data".into(),
+            }],
+            ..SandboxPolicy::default()
+        })
+        .unwrap()
 }
 
 fn extras(gold: &str) -> Value {

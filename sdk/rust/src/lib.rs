@@ -51,6 +51,8 @@ pub mod generator;
 #[cfg(feature = "gsm8k")]
 pub mod gsm8k;
 mod host;
+#[cfg(feature = "http")]
+pub mod http;
 mod info;
 mod macros;
 mod message;

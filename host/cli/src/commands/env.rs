@@ -6,7 +6,9 @@ use crate::plugin_source::{resolve_plugin_files, LockArgs};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
-use skyrl_runtime::{Message, Plugin, PluginEngine, ReadOnlyDir, SandboxPolicy, ToolRouter};
+use skyrl_runtime::{
+    Message, NetworkPolicy, Plugin, PluginEngine, ReadOnlyDir, SandboxPolicy, ToolRouter,
+};
 
 #[derive(Subcommand)]
 pub enum EnvCommand {
@@ -41,6 +43,10 @@ pub struct RunArgs {
     /// Grant a host directory read-only as HOST:GUEST; repeatable.
     #[arg(long = "allow-read")]
     allow_read: Vec<String>,
+    /// Let the plugin reach an HTTP origin, e.g. http://127.0.0.1:8000 or
+    /// https://*.example.com; repeatable. Without it: no network.
+    #[arg(long = "allow-host")]
+    allow_host: Vec<String>,
 }
 
 pub fn run(cmd: EnvCommand) -> anyhow::Result<()> {
@@ -52,7 +58,8 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<()> {
         .chain(args.tools.iter().map(String::as_str))
         .collect();
     let files = resolve_plugin_files(&specs, &args.lock)?;
-    let mut plugin = Plugin::load(&engine, &files[0])?.with_policy(parse_policy(&args.allow_read)?);
+    let policy = parse_policy(&args.allow_read, &args.allow_host)?;
+    let mut plugin = Plugin::load(&engine, &files[0])?.with_policy(policy)?;
     if !args.tools.is_empty() {
         let tools = files[1..]
             .iter()
@@ -86,7 +93,7 @@ fn parse_object(text: &str, flag: &str) -> anyhow::Result<Value> {
     Ok(value)
 }
 
-fn parse_policy(grants: &[String]) -> anyhow::Result<SandboxPolicy> {
+fn parse_policy(grants: &[String], hosts: &[String]) -> anyhow::Result<SandboxPolicy> {
     let read_only_dirs = grants
         .iter()
         .map(|grant| {
@@ -99,5 +106,11 @@ fn parse_policy(grants: &[String]) -> anyhow::Result<SandboxPolicy> {
             })
         })
         .collect::<anyhow::Result<_>>()?;
-    Ok(SandboxPolicy { read_only_dirs })
+    Ok(SandboxPolicy {
+        read_only_dirs,
+        network: NetworkPolicy {
+            allowed_hosts: hosts.to_vec(),
+            ..NetworkPolicy::default()
+        },
+    })
 }

@@ -5,6 +5,7 @@ pub mod data;
 pub mod env;
 pub mod model;
 pub mod plugin;
+pub mod retrieval_serve;
 pub mod serve;
 pub mod sft;
 pub mod tinker_serve;
