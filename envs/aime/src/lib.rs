@@ -11,7 +11,6 @@
 //! numbers in their JSON spelling (skyrl-gym would fail on a number).
 
 pub mod normalize;
-pub mod pystr;
 pub mod score;
 
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 use regex_lite::{Captures, Regex};
 
-use crate::pystr;
+use skyrl_sdk::pystr;
 
 /// `SUBSTITUTIONS`: `(before, after)` pairs applied in order with
 /// `str.replace` (every non-overlapping occurrence, left to right).

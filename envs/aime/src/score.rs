@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use regex_lite::Regex;
 
 use crate::normalize::normalize_final_answer;
-use crate::pystr;
+use skyrl_sdk::pystr;
 
 /// Reward for a correct answer.
 pub const CORRECT_SCORE: f64 = 1.0;

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 use serde_json::Value;
+use skyrl_sdk::pystr;
 
 fn answer_pattern() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -29,16 +30,9 @@ pub fn normalize_answer(text: &str) -> String {
         .filter(|c| !PUNCTUATION.contains(*c))
         .collect();
     let no_articles = article_pattern().replace_all(&no_punct, " ");
-    no_articles
-        .split(|c: char| py_whitespace(c))
-        .filter(|w| !w.is_empty())
+    pystr::split_whitespace(&no_articles)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Python's `str.split()` separators: Unicode whitespace and \x1c-\x1f.
-fn py_whitespace(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
 /// `extract_solution`: the last `<answer>` block, stripped.
@@ -46,7 +40,7 @@ pub fn extract_solution(text: &str) -> Option<String> {
     answer_pattern()
         .captures_iter(text)
         .last()
-        .map(|c| c[1].trim_matches(py_whitespace).to_string())
+        .map(|c| pystr::strip(&c[1]).to_string())
 }
 
 /// The targets of `ground_truth["target"]`: a string or a list of strings.

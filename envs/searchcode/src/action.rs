@@ -3,6 +3,8 @@
 //! regex `<(\w+)>(.*?)</\1>`, written out because Rust's regex has no
 //! back-references).
 
+use skyrl_sdk::pystr;
+
 /// A parsed tool call: the tool's name and its (stripped) input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
@@ -18,18 +20,13 @@ pub const NO_INNER_TAG: &str = "No valid inner tool tag found inside <tool> bloc
 pub fn parse(action: &str) -> Result<ToolCall, &'static str> {
     let start = action.find("<tool>").ok_or(NO_TOOL_BLOCK)? + "<tool>".len();
     let end = action[start..].find("</tool>").ok_or(NO_TOOL_BLOCK)?;
-    let content = py_strip(&action[start..start + end]);
+    let content = pystr::strip(&action[start..start + end]);
     inner_element(content).ok_or(NO_INNER_TAG)
 }
 
 /// Python's `\w` for `str` patterns: alphanumerics and `_`.
 fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
-}
-
-/// Python's `str.strip()`.
-fn py_strip(text: &str) -> &str {
-    text.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
 }
 
 /// The first `<name>...</name>` in `text`, leftmost start, shortest body.
@@ -50,7 +47,7 @@ fn inner_element(text: &str) -> Option<ToolCall> {
         if let Some(body_len) = text[body_start..].find(&close) {
             return Some(ToolCall {
                 name: name.to_string(),
-                input: py_strip(&text[body_start..body_start + body_len]).to_string(),
+                input: pystr::strip(&text[body_start..body_start + body_len]).to_string(),
             });
         }
     }

@@ -93,6 +93,14 @@ fn grant_granted() -> NetworkPolicy {
     }
 }
 
+/// A probe episode of the shared engine's plugin under `network`.
+fn probe_granted(network: NetworkPolicy) -> EnvInstance {
+    probe(&granting(
+        common::load(common::shared_engine(), "http_probe"),
+        network,
+    ))
+}
+
 fn probe(plugin: &Plugin) -> EnvInstance {
     let mut env = plugin.create_env(&json!({}), &json!({})).unwrap();
     env.init(&[Message::user("go")]).unwrap();
@@ -109,11 +117,7 @@ fn ask(env: &mut EnvInstance, action: &str) -> String {
 #[test]
 fn granted_origin_answers_and_every_other_origin_is_refused() {
     let s = servers();
-    let plugin = granting(
-        common::load(common::shared_engine(), "http_probe"),
-        grant_granted(),
-    );
-    let mut env = probe(&plugin);
+    let mut env = probe_granted(grant_granted());
     assert_eq!(
         ask(&mut env, &format!("GET http://{}/ok", s.granted)),
         "200 hello"
@@ -139,11 +143,7 @@ fn granted_origin_answers_and_every_other_origin_is_refused() {
 #[test]
 fn redirects_are_followed_only_inside_the_grant() {
     let s = servers();
-    let plugin = granting(
-        common::load(common::shared_engine(), "http_probe"),
-        grant_granted(),
-    );
-    let mut env = probe(&plugin);
+    let mut env = probe_granted(grant_granted());
     assert_eq!(
         ask(&mut env, &format!("GET http://{}/to-ok", s.granted)),
         "200 hello"
@@ -173,8 +173,7 @@ fn an_oversized_response_is_refused_and_the_next_request_works() {
         max_response_bytes: 100 << 10,
         ..grant_granted()
     };
-    let plugin = granting(common::load(common::shared_engine(), "http_probe"), network);
-    let mut env = probe(&plugin);
+    let mut env = probe_granted(network);
     let big = ask(&mut env, &format!("GET http://{}/big", s.granted));
     assert!(big.contains("larger than 102400 bytes"), "{big}");
     assert_eq!(
@@ -190,8 +189,7 @@ fn a_slow_server_meets_the_request_deadline() {
         request_timeout_ms: 300,
         ..grant_granted()
     };
-    let plugin = granting(common::load(common::shared_engine(), "http_probe"), network);
-    let mut env = probe(&plugin);
+    let mut env = probe_granted(network);
     let start = Instant::now();
     let slow = ask(&mut env, &format!("GET http://{}/slow", s.granted));
     let took = start.elapsed();

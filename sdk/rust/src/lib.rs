@@ -56,6 +56,7 @@ pub mod http;
 mod info;
 mod macros;
 mod message;
+pub mod pystr;
 mod reward;
 mod tool;
 

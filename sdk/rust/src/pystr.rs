@@ -1,5 +1,6 @@
-//! Python `str` semantics the AIME scorer depends on: code-point slicing,
-//! `str.isspace` (also Python `re`'s `\s`), `str.strip()` and `str.isdigit`.
+//! Python `str` semantics for plugins that must match skyrl-gym's Python
+//! exactly: code-point slicing, `str.isspace` (also Python `re`'s `\s`),
+//! `str.strip()`, `str.split()`, `str.isdigit` and `json.dumps` of a string.
 //!
 //! The tables follow CPython 3.11 (Unicode 14.0), the project venv's Python.
 //! They differ from Rust's `char::is_whitespace` (Python also counts
@@ -109,6 +110,38 @@ pub fn is_space(c: char) -> bool {
 /// Python's `s.strip()` (no argument: strips `isspace` code points).
 pub fn strip(s: &str) -> &str {
     s.trim_matches(is_space)
+}
+
+/// Python's `s.split()` (no argument): runs of non-`isspace` code points.
+pub fn split_whitespace(s: &str) -> impl Iterator<Item = &str> {
+    s.split(is_space).filter(|w| !w.is_empty())
+}
+
+/// A string literal as Python's `json.dumps` writes it (`ensure_ascii`:
+/// every non-ASCII code point as `\uXXXX`, astral ones as surrogate pairs).
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7f => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Python's `s.isdigit()`: non-empty and every code point a digit.
