@@ -1,7 +1,8 @@
 //! Real envs end to end through the binary: text2sql (SQLite in the
 //! sandbox, databases granted read-only), lcb with the sandboxed python
-//! tool, search with its tool granted the retrieval server over HTTP, and
-//! `skyrl plugin build` for a Python plugin.
+//! tool, search with its tool granted the retrieval server over HTTP,
+//! `skyrl plugin build` for a Python plugin, and skyrl-gym's own env source
+//! files built unmodified.
 
 mod common;
 
@@ -243,4 +244,129 @@ fn search_trains_with_its_tool_granted_the_retrieval_server() {
     let mut bad = refs.clone();
     bad.push("environment.sandbox.search_tool.allowed_hosts=[127.0.0.1:8000]");
     assert_fails_with(&skyrl(&bad), "allowed_hosts entry \"127.0.0.1:8000\"");
+}
+
+/// skyrl-gym's installed package folder (the project venv's, or `$SKYRL_PYTHON`'s).
+fn skyrl_gym_dir() -> std::path::PathBuf {
+    let python = std::env::var_os("SKYRL_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| common::repo().join(".deps/venv/bin/python"));
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import os, skyrl_gym; print(os.path.dirname(skyrl_gym.__file__))",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "skyrl-gym 0.4.0 is not installed in {} (run scripts/setup): {}",
+        python.display(),
+        text(&out)
+    );
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// `skyrl env run` of one episode; its JSON lines.
+fn episode(plugin: &str, extras: &str, actions: &[&str]) -> String {
+    let mut args = vec![
+        "env", "run", "--plugin", plugin, "--prompt", "q", "--extras", extras,
+    ];
+    for action in actions {
+        args.extend(["--action", action]);
+    }
+    let out = skyrl(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn skyrl_gym_env_files_build_unmodified_and_match_the_native_plugins() {
+    let wheel = skyrl_gym_dir().join("envs/gsm8k");
+    let dir = tempfile::tempdir().unwrap();
+    // gsm8k: the wheel's env.py and utils.py in a folder named after their
+    // package, no manifest: the BaseTextEnv subclass is found.
+    let single = dir.path().join("gsm8k");
+    std::fs::create_dir(&single).unwrap();
+    for file in ["env.py", "utils.py"] {
+        std::fs::copy(wheel.join(file), single.join(file)).unwrap();
+    }
+    // gsm8k_multi_turn: its module imports skyrl_gym.envs.gsm8k.utils, so the
+    // manifest names that package.
+    let multi = dir.path().join("gsm8k_multi_turn");
+    std::fs::create_dir(&multi).unwrap();
+    for file in ["multi_turn_env.py", "utils.py"] {
+        std::fs::copy(wheel.join(file), multi.join(file)).unwrap();
+    }
+    std::fs::write(
+        multi.join("skyrl-plugin.toml"),
+        "kind = \"environment\"\nlanguage = \"python\"\nentry = \"multi_turn_env.py\"\n\
+         skyrl_gym_package = \"skyrl_gym.envs.gsm8k\"\n",
+    )
+    .unwrap();
+    let mut built = Vec::new();
+    for src in [&single, &multi] {
+        let out_wasm = dir.path().join(format!(
+            "{}.wasm",
+            src.file_name().unwrap().to_string_lossy()
+        ));
+        let out = skyrl(&[
+            "plugin",
+            "build",
+            src.to_str().unwrap(),
+            "-o",
+            out_wasm.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+        built.push(out_wasm.to_str().unwrap().to_string());
+    }
+    let cases: [(&str, &str, &[&str]); 5] = [
+        (
+            "gsm8k",
+            r#"{"reward_spec":{"ground_truth":"72"}}"#,
+            &["She sold 48 + 24 = 72.\n#### 72"],
+        ),
+        (
+            "gsm8k",
+            r#"{"reward_spec":{"ground_truth":"72"}}"#,
+            &["#### 1,000 then #### 72"],
+        ),
+        (
+            "gsm8k",
+            r#"{"reward_spec":{"ground_truth":"1000"}}"#,
+            &["#### $1,000"],
+        ),
+        (
+            "gsm8k_multi_turn",
+            r#"{"reward_spec":{"ground_truth":"1000"},"max_turns":3}"#,
+            &["#### 7", "no answer", "#### 1,000"],
+        ),
+        (
+            "gsm8k_multi_turn",
+            r#"{"reward_spec":{"ground_truth":"5"},"extra_info":{"max_turns":2}}"#,
+            &["#### 4", "#### 5"],
+        ),
+    ];
+    for (native, extras, actions) in cases {
+        let gym = if native == "gsm8k" {
+            &built[0]
+        } else {
+            &built[1]
+        };
+        assert_eq!(
+            episode(gym, extras, actions),
+            episode(&plugin(native), extras, actions),
+            "{native} {extras} {actions:?}"
+        );
+    }
+    // A missing ground truth is the env's own assertion, as a config error.
+    let out = skyrl(&[
+        "env", "run", "--plugin", &built[0], "--prompt", "q", "--action", "x",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("reward_spec field is required"),
+        "{}",
+        text(&out)
+    );
 }

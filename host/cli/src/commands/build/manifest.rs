@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use super::gym::{self, GymEnv};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 use skyrl_runtime::PluginKind;
@@ -80,6 +81,10 @@ struct RawManifest {
     language: Option<Language>,
     entry: Option<String>,
     name: Option<String>,
+    /// Python envs written for skyrl-gym: the package the folder is staged
+    /// as (default `skyrl_gym.envs.<folder>`) and the env class.
+    skyrl_gym_package: Option<String>,
+    skyrl_gym_env: Option<String>,
 }
 
 /// A parsed plugin manifest with the language resolved.
@@ -95,6 +100,8 @@ pub struct Manifest {
     pub name: Option<String>,
     /// Which algorithm world, for `kind = "advantage" | "policy-loss" | "algorithm"`.
     pub algorithm: Option<AlgorithmWorld>,
+    /// A Python env written for skyrl-gym (a `BaseTextEnv` subclass).
+    pub gym: Option<GymEnv>,
 }
 
 impl Manifest {
@@ -111,7 +118,21 @@ impl Manifest {
                     entry: default_entry(Language::Rust).into(),
                     name: None,
                     algorithm: None,
+                    gym: None,
                 });
+            }
+            if detected.is_none() {
+                if let Some(entry) = gym::find_entry(dir)? {
+                    let gym = gym::resolve(dir, &entry, None, None)?;
+                    return Ok(Self {
+                        kind: Some(PluginKind::Environment),
+                        language: Language::Python,
+                        entry,
+                        name: None,
+                        algorithm: None,
+                        gym,
+                    });
+                }
             }
             bail!(
                 "{} has no {MANIFEST}; a plugin folder needs one, e.g.\n  kind = \"environment\"\n  language = \"python\"",
@@ -138,12 +159,25 @@ impl Manifest {
         if language != Language::Rust && !dir.join(&entry).is_file() {
             bail!("{} has no entry file {entry}", dir.display());
         }
+        let asks_gym = raw.skyrl_gym_package.is_some() || raw.skyrl_gym_env.is_some();
+        let gym = if language == Language::Python && kind == PluginKind::Environment {
+            gym::resolve(dir, &entry, raw.skyrl_gym_package, raw.skyrl_gym_env)
+                .with_context(|| format!("in {}", path.display()))?
+        } else if asks_gym {
+            bail!(
+                "{}: skyrl_gym_package / skyrl_gym_env are for Python environments",
+                path.display()
+            );
+        } else {
+            None
+        };
         Ok(Self {
             kind: Some(kind),
             language,
             entry,
             name: raw.name,
             algorithm,
+            gym,
         })
     }
 

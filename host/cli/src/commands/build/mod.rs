@@ -4,6 +4,7 @@
 mod c;
 mod componentize;
 mod go;
+mod gym;
 mod js;
 mod manifest;
 mod python;

@@ -37,6 +37,10 @@ const SDK: &[(&str, &str)] = &[
         include_str!("../../../../../sdk/python/skyrl_sdk/gsm8k.py"),
     ),
     (
+        "gym.py",
+        include_str!("../../../../../sdk/python/skyrl_sdk/gym.py"),
+    ),
+    (
         "_glue.py",
         include_str!("../../../../../sdk/python/skyrl_sdk/_glue.py"),
     ),
@@ -75,6 +79,47 @@ const SDK: &[(&str, &str)] = &[
     (
         "_algorithm_world.py",
         include_str!("../../../../../sdk/python/skyrl_sdk/_algorithm_world.py"),
+    ),
+];
+
+/// `sdk/python/skyrl_gym`: the skyrl-gym-compatible package bundled into
+/// every Python plugin (paths relative to `skyrl_gym/`).
+const GYM: &[(&str, &str)] = &[
+    (
+        "__init__.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/__init__.py"),
+    ),
+    (
+        "core.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/core.py"),
+    ),
+    (
+        "error.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/error.py"),
+    ),
+    (
+        "metrics.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/metrics.py"),
+    ),
+    (
+        "envs/__init__.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/envs/__init__.py"),
+    ),
+    (
+        "envs/base_text_env.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/envs/base_text_env.py"),
+    ),
+    (
+        "envs/registration.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/envs/registration.py"),
+    ),
+    (
+        "tools/__init__.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/tools/__init__.py"),
+    ),
+    (
+        "tools/core.py",
+        include_str!("../../../../../sdk/python/skyrl_gym/tools/core.py"),
     ),
 ];
 
@@ -117,11 +162,33 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
     for (name, text) in SDK {
         write(&root.join("sdk/skyrl_sdk").join(name), text)?;
     }
+    for (name, text) in GYM {
+        write(&root.join("sdk/skyrl_gym").join(name), text)?;
+    }
     // componentize-py looks up the world's exports in `app` and resource
     // classes in a module named after their interface.
+    let registers = match &manifest.gym {
+        None => format!("import {module}  # registers the plugin\n"),
+        Some(gym) => {
+            stage_gym_package(dir, &root.join("sdk"), &gym.package)?;
+            let name = manifest.artifact_name(dir);
+            // JSON string literals are Python string literals.
+            let description = format!("skyrl-gym env {} ({}.{module})", gym.class, gym.package);
+            format!(
+                "from skyrl_sdk.gym import export_gym_env\n\
+                 import {package}.{module} as _entry\n\
+                 export_gym_env(_entry.{class}, name={name}, version=\"0.1.0\", \
+                 description={description})\n",
+                package = gym.package,
+                class = gym.class,
+                name = serde_json::Value::from(name),
+                description = serde_json::Value::from(description),
+            )
+        }
+    };
     write(
         &root.join("app/app.py"),
-        &format!("import {module}  # registers the plugin\nfrom skyrl_sdk.{glue} import *  # noqa: F401,F403\n"),
+        &format!("{registers}from skyrl_sdk.{glue} import *  # noqa: F401,F403\n"),
     )?;
     if guest == Some(GuestWorld::Environment) {
         write(
@@ -152,4 +219,33 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
         .arg(&partial);
     toolchain::run(&mut command, "componentize-py")?;
     publish(&partial, output)
+}
+
+/// Copies `dir`'s Python files to where `package` (e.g.
+/// `skyrl_gym.envs.gsm8k`) lives under `sdk`, with `__init__.py` files on
+/// the way below `skyrl_gym.envs` so the staged folder is a package.
+fn stage_gym_package(dir: &Path, sdk: &Path, package: &str) -> anyhow::Result<()> {
+    let parts: Vec<&str> = package.split('.').collect();
+    let target = parts.iter().fold(sdk.to_path_buf(), |p, part| p.join(part));
+    std::fs::create_dir_all(&target)
+        .with_context(|| format!("cannot create {}", target.display()))?;
+    for depth in 3..=parts.len() {
+        let init = parts[..depth]
+            .iter()
+            .fold(sdk.to_path_buf(), |p, part| p.join(part))
+            .join("__init__.py");
+        if !init.exists() {
+            write(&init, "")?;
+        }
+    }
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_file() && path.extension().is_some_and(|e| e == "py") {
+            let name = path.file_name().expect("a file has a name");
+            std::fs::copy(&path, target.join(name)).with_context(|| {
+                format!("cannot stage {} into {}", path.display(), target.display())
+            })?;
+        }
+    }
+    Ok(())
 }
