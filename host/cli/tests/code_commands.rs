@@ -369,4 +369,35 @@ fn skyrl_gym_env_files_build_unmodified_and_match_the_native_plugins() {
         "{}",
         text(&out)
     );
+
+    // A ToolGroup with @tool methods builds into a tool plugin another
+    // plugin calls through the host (tool_user calls `calculator`).
+    let tools = dir.path().join("adder");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("adder.py"),
+        "from skyrl_gym.tools.core import tool, ToolGroup\n\n\
+         class Adder(ToolGroup):\n    def __init__(self):\n        super().__init__(name=\"Adder\")\n\n    \
+         @tool\n    def calculator(self, expression: str, scale: int = 1) -> str:\n        \
+         \"\"\"Adds the numbers of `a + b + ...`.\"\"\"\n        \
+         return str(scale * sum(int(x) for x in expression.split(\"+\")))\n",
+    )
+    .unwrap();
+    let tools_wasm = dir.path().join("adder.wasm");
+    let tools_wasm = tools_wasm.to_str().unwrap();
+    let out = skyrl(&["plugin", "build", tools.to_str().unwrap(), "-o", tools_wasm]);
+    assert!(out.status.success(), "{}", text(&out));
+    let user = plugin("tool_user");
+    let run = |action: &str| {
+        skyrl(&[
+            "env", "run", "--plugin", &user, "--tool", tools_wasm, "--prompt", "q", "--action",
+            action,
+        ])
+    };
+    let out = run("1 + 2 + 39");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("\"content\":\"42\""), "{}", text(&out));
+    assert!(text(&out).contains("\"reward\":1.0"), "{}", text(&out));
+    let out = run("1 + x");
+    assert!(text(&out).contains("\"reward\":0.0"), "{}", text(&out));
 }

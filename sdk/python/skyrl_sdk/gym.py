@@ -1,8 +1,10 @@
-"""Runs an unmodified skyrl-gym environment (a ``BaseTextEnv`` subclass) as
-this component's environment.
+"""Runs unmodified skyrl-gym code as this component: an environment (a
+``BaseTextEnv`` subclass) or a tool plugin (a ``ToolGroup`` subclass, one
+tool per ``@tool`` method).
 
-``skyrl plugin build`` calls :func:`export_gym_env` for a folder whose entry
-module defines a ``BaseTextEnv`` subclass and exports nothing itself. The env
+``skyrl plugin build`` calls :func:`export_gym_env` / :func:`export_gym_tools`
+for a folder whose entry module defines such a class and exports nothing
+itself. The env
 is built as skyrl-gym builds it, ``cls(env_config, extras)``: ``env_config``
 is the plugin's config (``environment.skyrl_gym.<env_class>``) with attribute
 access, as the OmegaConf ``DictConfig`` SkyRL passes; ``extras`` is the
@@ -12,10 +14,11 @@ dataset row's extras as a dict. Observations, reward, done, metadata and
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from .plugin import Environment, export_env
-from .types import ConfigError, Extras, Message, StepOutput
+from .plugin import Environment, Tool, export_env, export_tool
+from .types import ConfigError, Extras, InputError, Message, StepOutput, ToolSpec
 
 
 class AttrDict(dict):
@@ -89,3 +92,52 @@ def export_gym_env(gym_cls: type, *, name: str, version: str, description: str) 
 
     GymEnv.__name__ = GymEnv.__qualname__ = f"Gym{gym_cls.__name__}"
     return export_env(GymEnv, name=name, version=version, description=description)
+
+
+def _schema(func: Any) -> dict[str, Any]:
+    """A JSON schema of ``func``'s parameters (after ``self``): each one a
+    property, those without a default required."""
+    properties: dict[str, Any] = {}
+    required = []
+    params = list(inspect.signature(func).parameters.values())[1:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        properties[p.name] = {}
+        if p.default is p.empty:
+            required.append(p.name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def export_gym_tools(group_cls: type, *, name: str, version: str, description: str) -> type:
+    """Exports the skyrl-gym ``ToolGroup`` subclass ``group_cls`` as this
+    component's tools: ``group_cls()`` per call, each ``@tool`` method a
+    tool called with the JSON arguments as keywords."""
+    from skyrl_gym.tools.core import tool as gym_tool
+
+    def tool_funcs() -> dict[str, Any]:
+        found = {}
+        for attr in dir(group_cls):
+            raw = getattr(group_cls, attr, None)
+            if isinstance(raw, gym_tool):
+                found[raw.name] = raw.func
+        return found
+
+    class GymTools(Tool):
+        def specs(self) -> list[ToolSpec]:
+            return [
+                ToolSpec(name=n, description=inspect.getdoc(f) or n, parameters=_schema(f))
+                for n, f in sorted(tool_funcs().items())
+            ]
+
+        def call(self, tool_name: str, args: dict[str, Any]) -> Any:
+            if tool_name not in tool_funcs():
+                raise InputError(f"{group_cls.__name__} has no tool {tool_name!r}")
+            try:
+                inspect.signature(tool_funcs()[tool_name]).bind(None, **args)
+            except TypeError as e:
+                raise InputError(f"{tool_name}: {e}") from None
+            return group_cls().execute_tool(tool_name, **args)
+
+    GymTools.__name__ = GymTools.__qualname__ = f"Gym{group_cls.__name__}"
+    return export_tool(GymTools, name=name, version=version, description=description)

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::gym::{self, GymEnv};
+use super::gym::{self, GymClass, GymKind};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 use skyrl_runtime::PluginKind;
@@ -81,10 +81,11 @@ struct RawManifest {
     language: Option<Language>,
     entry: Option<String>,
     name: Option<String>,
-    /// Python envs written for skyrl-gym: the package the folder is staged
-    /// as (default `skyrl_gym.envs.<folder>`) and the env class.
+    /// Python code written for skyrl-gym: the package the folder is staged
+    /// as (default `skyrl_gym.envs.<folder>`, tools `skyrl_gym.tools.<folder>`)
+    /// and the `BaseTextEnv` / `ToolGroup` subclass.
     skyrl_gym_package: Option<String>,
-    skyrl_gym_env: Option<String>,
+    skyrl_gym_class: Option<String>,
 }
 
 /// A parsed plugin manifest with the language resolved.
@@ -100,8 +101,8 @@ pub struct Manifest {
     pub name: Option<String>,
     /// Which algorithm world, for `kind = "advantage" | "policy-loss" | "algorithm"`.
     pub algorithm: Option<AlgorithmWorld>,
-    /// A Python env written for skyrl-gym (a `BaseTextEnv` subclass).
-    pub gym: Option<GymEnv>,
+    /// A Python env or tool group written for skyrl-gym.
+    pub gym: Option<GymClass>,
 }
 
 impl Manifest {
@@ -122,10 +123,14 @@ impl Manifest {
                 });
             }
             if detected.is_none() {
-                if let Some(entry) = gym::find_entry(dir)? {
-                    let gym = gym::resolve(dir, &entry, None, None)?;
+                if let Some((entry, gym_kind)) = gym::find_entry(dir)? {
+                    let gym = gym::resolve(dir, &entry, gym_kind, None, None)?;
+                    let kind = match gym_kind {
+                        GymKind::Env => PluginKind::Environment,
+                        GymKind::Tools => PluginKind::Tool,
+                    };
                     return Ok(Self {
-                        kind: Some(PluginKind::Environment),
+                        kind: Some(kind),
                         language: Language::Python,
                         entry,
                         name: None,
@@ -159,17 +164,26 @@ impl Manifest {
         if language != Language::Rust && !dir.join(&entry).is_file() {
             bail!("{} has no entry file {entry}", dir.display());
         }
-        let asks_gym = raw.skyrl_gym_package.is_some() || raw.skyrl_gym_env.is_some();
-        let gym = if language == Language::Python && kind == PluginKind::Environment {
-            gym::resolve(dir, &entry, raw.skyrl_gym_package, raw.skyrl_gym_env)
-                .with_context(|| format!("in {}", path.display()))?
-        } else if asks_gym {
-            bail!(
-                "{}: skyrl_gym_package / skyrl_gym_env are for Python environments",
+        let asks_gym = raw.skyrl_gym_package.is_some() || raw.skyrl_gym_class.is_some();
+        let gym_kind = match (language, kind) {
+            (Language::Python, PluginKind::Environment) => Some(GymKind::Env),
+            (Language::Python, PluginKind::Tool) => Some(GymKind::Tools),
+            _ => None,
+        };
+        let gym = match gym_kind {
+            Some(gym_kind) => gym::resolve(
+                dir,
+                &entry,
+                gym_kind,
+                raw.skyrl_gym_package,
+                raw.skyrl_gym_class,
+            )
+            .with_context(|| format!("in {}", path.display()))?,
+            None if asks_gym => bail!(
+                "{}: skyrl_gym_package / skyrl_gym_class are for Python environments and tools",
                 path.display()
-            );
-        } else {
-            None
+            ),
+            None => None,
         };
         Ok(Self {
             kind: Some(kind),

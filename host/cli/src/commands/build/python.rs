@@ -173,12 +173,13 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
             stage_gym_package(dir, &root.join("sdk"), &gym.package)?;
             let name = manifest.artifact_name(dir);
             // JSON string literals are Python string literals.
-            let description = format!("skyrl-gym env {} ({}.{module})", gym.class, gym.package);
+            let description = format!("skyrl-gym {} ({}.{module})", gym.class, gym.package);
             format!(
-                "from skyrl_sdk.gym import export_gym_env\n\
+                "from skyrl_sdk.gym import {exporter}\n\
                  import {package}.{module} as _entry\n\
-                 export_gym_env(_entry.{class}, name={name}, version=\"0.1.0\", \
+                 {exporter}(_entry.{class}, name={name}, version=\"0.1.0\", \
                  description={description})\n",
+                exporter = gym.kind.exporter(),
                 package = gym.package,
                 class = gym.class,
                 name = serde_json::Value::from(name),
@@ -223,7 +224,8 @@ pub fn build(dir: &Path, manifest: &Manifest, output: &Path) -> anyhow::Result<(
 
 /// Copies `dir`'s Python files to where `package` (e.g.
 /// `skyrl_gym.envs.gsm8k`) lives under `sdk`, with `__init__.py` files on
-/// the way below `skyrl_gym.envs` so the staged folder is a package.
+/// the way below `skyrl_gym.envs` / `skyrl_gym.tools` so the staged folder
+/// is a package.
 fn stage_gym_package(dir: &Path, sdk: &Path, package: &str) -> anyhow::Result<()> {
     let parts: Vec<&str> = package.split('.').collect();
     let target = parts.iter().fold(sdk.to_path_buf(), |p, part| p.join(part));
