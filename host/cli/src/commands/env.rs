@@ -40,11 +40,13 @@ pub struct RunArgs {
     tools: Vec<String>,
     #[command(flatten)]
     lock: LockArgs,
-    /// Grant a host directory read-only as HOST:GUEST; repeatable.
+    /// Grant the env and its tools a host directory read-only as
+    /// HOST:GUEST; repeatable.
     #[arg(long = "allow-read")]
     allow_read: Vec<String>,
-    /// Let the plugin reach an HTTP origin, e.g. http://127.0.0.1:8000 or
-    /// https://*.example.com; repeatable. Without it: no network.
+    /// Let the env and its tools reach an HTTP origin, e.g.
+    /// http://127.0.0.1:8000 or https://*.example.com; repeatable. Without
+    /// it: no network.
     #[arg(long = "allow-host")]
     allow_host: Vec<String>,
 }
@@ -59,11 +61,11 @@ pub fn run(cmd: EnvCommand) -> anyhow::Result<()> {
         .collect();
     let files = resolve_plugin_files(&specs, &args.lock)?;
     let policy = parse_policy(&args.allow_read, &args.allow_host)?;
-    let mut plugin = Plugin::load(&engine, &files[0])?.with_policy(policy)?;
+    let mut plugin = Plugin::load(&engine, &files[0])?.with_policy(policy.clone())?;
     if !args.tools.is_empty() {
         let tools = files[1..]
             .iter()
-            .map(|path| Plugin::load(&engine, path))
+            .map(|path| Plugin::load(&engine, path)?.with_policy(policy.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         plugin = plugin.with_tools(Arc::new(ToolRouter::new(tools)?))?;
     }
