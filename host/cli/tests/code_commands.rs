@@ -248,9 +248,7 @@ fn search_trains_with_its_tool_granted_the_retrieval_server() {
 
 /// skyrl-gym's installed package folder (the project venv's, or `$SKYRL_PYTHON`'s).
 fn skyrl_gym_dir() -> std::path::PathBuf {
-    let python = std::env::var_os("SKYRL_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| common::repo().join(".deps/venv/bin/python"));
+    let python = common::python();
     let out = std::process::Command::new(&python)
         .args([
             "-c",

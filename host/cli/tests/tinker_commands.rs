@@ -8,7 +8,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use common::repo;
@@ -98,10 +98,7 @@ fn two_ranks(model: &Path, data: &Path) -> (Servers, String) {
 
 /// Runs a mode of the tinker crate's client script; its last line, parsed.
 fn client(args: &[&str]) -> Value {
-    let python = std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".deps/venv/bin/python"));
-    let out = Command::new(python)
+    let out = Command::new(common::python())
         .arg(repo().join("host/tinker/tests/tinker_client.py"))
         .args(args)
         .env("TINKER_API_KEY", "tml-local")

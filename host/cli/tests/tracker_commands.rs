@@ -8,19 +8,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{repo, text};
+use common::{python, repo, text};
 use serde_json::Value;
-
-/// The project venv's Python (tensorboard, mlflow and wandb come from setup).
-fn python() -> PathBuf {
-    std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".deps/venv/bin/python"))
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

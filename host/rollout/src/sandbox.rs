@@ -116,7 +116,6 @@ fn configure(plugin: Plugin, config: &PluginSandboxConfig) -> anyhow::Result<Plu
             "http_timeout_ms / http_max_response_bytes are set, but allowed_hosts grants no host"
         );
     }
-    network.validate().map_err(anyhow::Error::msg)?;
     Ok(plugin.with_limits(limits).with_policy(SandboxPolicy {
         read_only_dirs,
         network,

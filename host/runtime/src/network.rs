@@ -44,22 +44,6 @@ impl Default for NetworkPolicy {
     }
 }
 
-impl NetworkPolicy {
-    /// Checks every pattern; the error names the first bad one.
-    pub fn validate(&self) -> Result<(), String> {
-        for pattern in &self.allowed_hosts {
-            HostPattern::parse(pattern)?;
-        }
-        if self.request_timeout_ms == 0 {
-            return Err("request_timeout_ms must be positive".into());
-        }
-        if self.max_response_bytes == 0 {
-            return Err("max_response_bytes must be positive".into());
-        }
-        Ok(())
-    }
-}
-
 /// One granted origin pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
@@ -187,14 +171,21 @@ pub(crate) struct NetworkGrant {
 }
 
 impl NetworkGrant {
+    /// Compiles `policy`; the error names the first bad pattern or limit.
     pub(crate) fn new(policy: &NetworkPolicy) -> Result<Self, String> {
-        policy.validate()?;
+        let patterns = policy
+            .allowed_hosts
+            .iter()
+            .map(|p| HostPattern::parse(p))
+            .collect::<Result<_, _>>()?;
+        if policy.request_timeout_ms == 0 {
+            return Err("request_timeout_ms must be positive".into());
+        }
+        if policy.max_response_bytes == 0 {
+            return Err("max_response_bytes must be positive".into());
+        }
         Ok(Self {
-            patterns: policy
-                .allowed_hosts
-                .iter()
-                .map(|p| HostPattern::parse(p))
-                .collect::<Result<_, _>>()?,
+            patterns,
             timeout: Duration::from_millis(policy.request_timeout_ms),
             max_response_bytes: policy.max_response_bytes,
         })

@@ -123,11 +123,6 @@ impl Plugin {
         Ok(self)
     }
 
-    /// The capability grants new instances get.
-    pub fn policy(&self) -> &SandboxPolicy {
-        &self.policy
-    }
-
     /// Route this plugin's `host.call-tool` imports to `tools`. Fails when the
     /// plugin declares a tool the router does not provide.
     pub fn with_tools(mut self, tools: Arc<ToolRouter>) -> Result<Self> {

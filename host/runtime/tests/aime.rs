@@ -6,10 +6,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-
 use serde_json::{json, Value};
 use skyrl_runtime::Message;
 
@@ -164,15 +160,6 @@ fn all_cases() -> Vec<(String, String)> {
     cases
 }
 
-/// The project venv's Python, where setup installs skyrl-gym.
-fn python() -> PathBuf {
-    std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deps/venv/bin/python")
-        })
-}
-
 const REFERENCE: &str = r#"
 import json, sys
 from skyrl_gym.envs.aime.utils import compute_score
@@ -182,29 +169,8 @@ print(json.dumps([compute_score(r, g) for r, g in cases]))
 
 /// skyrl-gym's `compute_score` for every case, as `{score, acc, pred}`.
 fn reference(cases: &[(String, String)]) -> Vec<Value> {
-    let python = python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup or set SKYRL_PYTHON to a Python with skyrl-gym==0.4.0",
-        python.display()
-    );
-    let mut child = Command::new(&python)
-        .args(["-c", REFERENCE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", python.display()));
-    let input = serde_json::to_vec(cases).unwrap();
-    child.stdin.take().unwrap().write_all(&input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "skyrl-gym reference failed (is skyrl-gym==0.4.0 installed in {}?):\n{}",
-        python.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let results: Vec<Value> =
+        serde_json::from_value(common::skyrl_gym_reference(REFERENCE, &json!(cases))).unwrap();
     assert_eq!(results.len(), cases.len());
     results
 }

@@ -8,26 +8,15 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 use skyrl_retrieval::{BackgroundServer, Index};
 use skyrl_runtime::{Message, NetworkPolicy, Plugin, SandboxPolicy, ToolRouter};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("SKYRL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".deps/venv/bin/python"))
-}
-
 fn retrieval_server() -> BackgroundServer {
-    let index = Index::load(&repo().join("data/search/toy_corpus.jsonl")).expect("toy corpus");
+    let index =
+        Index::load(&common::repo().join("data/search/toy_corpus.jsonl")).expect("toy corpus");
     BackgroundServer::start("127.0.0.1:0".parse().unwrap(), Arc::new(index), 3).expect("server")
 }
 
@@ -130,24 +119,8 @@ json.dump(out, sys.stdout)
 "#;
 
 fn skyrl_gym_steps(env: &str, search_url: &str, episodes: &[Value]) -> Vec<Vec<Value>> {
-    let python = python();
-    let mut child = Command::new(&python)
-        .args(["-c", SKYRL_GYM_DRIVER])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {} (run scripts/setup): {e}", python.display()));
     let job = json!({"env": env, "search_url": search_url, "episodes": episodes});
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), job.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "skyrl-gym's SearchEnv failed (is skyrl-gym 0.4.0 installed in {}?): {}",
-        python.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    serde_json::from_value(common::skyrl_gym_reference(SKYRL_GYM_DRIVER, &job)).unwrap()
 }
 
 #[test]

@@ -11,6 +11,14 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The project venv's Python (setup installs tinker, the trackers and
+/// skyrl-gym there), or `$SKYRL_PYTHON`.
+pub fn python() -> PathBuf {
+    std::env::var_os("SKYRL_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".deps/venv/bin/python"))
+}
+
 /// A built plugin's path as text; panics naming the build script when missing.
 pub fn plugin(name: &str) -> String {
     let path = repo().join(format!("artifacts/plugins/{name}.wasm"));

@@ -2,7 +2,9 @@
 
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use skyrl_runtime::{EngineOptions, Plugin, PluginEngine, SandboxLimits};
 
@@ -65,4 +67,45 @@ pub fn shared_engine() -> &'static PluginEngine {
         })
         .expect("engine")
     })
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The project venv's Python, where setup installs skyrl-gym, or `$SKYRL_PYTHON`.
+pub fn python() -> PathBuf {
+    std::env::var_os("SKYRL_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".deps/venv/bin/python"))
+}
+
+/// Runs `script` (Python that reads JSON on stdin and prints JSON) with
+/// skyrl-gym 0.4.0's Python on `input`; fails the test naming the
+/// interpreter when it is missing or the script fails.
+pub fn skyrl_gym_reference(script: &str, input: &serde_json::Value) -> serde_json::Value {
+    let python = python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup or set SKYRL_PYTHON to a Python with skyrl-gym==0.4.0",
+        python.display()
+    );
+    let mut child = Command::new(&python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", python.display()));
+    let bytes = serde_json::to_vec(input).unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "skyrl-gym reference failed (is skyrl-gym==0.4.0 installed in {}?):\n{}",
+        python.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
