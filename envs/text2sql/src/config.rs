@@ -6,9 +6,16 @@ use std::time::Duration;
 use serde::Deserialize;
 use skyrl_sdk::{Error, Extras, Result};
 
-/// Default `db_file_path`: the guest path where the host grants the
+/// Default `db_path`: the guest path where the project's configs grant the
 /// database directory read-only.
-pub const DEFAULT_DB_FILE_PATH: &str = "/data";
+pub const DEFAULT_DB_PATH: &str = "/data";
+/// Where SkyRL-SQL's data preparation puts each dataset's databases under
+/// `db_path`, by the rows' `data` field (skyrl-gym's `SQLEnv`).
+pub const SKYRL_SQL_LAYOUTS: [(&str, &str); 3] = [
+    ("synsql", "SynSQL-2.5M/databases"),
+    ("spider", "spider/database"),
+    ("bird", "bird/train/train_databases"),
+];
 /// Default `sql_timeout_s`: limit for each exploratory `<sql>` query.
 pub const DEFAULT_SQL_TIMEOUT_S: f64 = 5.0;
 /// Default `final_sql_timeout_s`: limit for each query run for the reward.
@@ -18,9 +25,10 @@ pub const DEFAULT_FINAL_SQL_TIMEOUT_S: f64 = 30.0;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Root of the databases: a database lives at
-    /// `{db_file_path}/{data}/database/{db_id}/{db_id}.sqlite`.
-    pub db_file_path: String,
+    /// Root of the databases (SkyRL's `environment.skyrl_gym.text2sql.db_path`;
+    /// `db_file_path` is accepted too); see [`Config::db_file`].
+    #[serde(alias = "db_file_path")]
+    pub db_path: String,
     /// Seconds an exploratory `<sql>` query may run.
     pub sql_timeout_s: f64,
     /// Seconds the predicted and the gold query may each run at the end.
@@ -30,7 +38,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            db_file_path: DEFAULT_DB_FILE_PATH.to_owned(),
+            db_path: DEFAULT_DB_PATH.to_owned(),
             sql_timeout_s: DEFAULT_SQL_TIMEOUT_S,
             final_sql_timeout_s: DEFAULT_FINAL_SQL_TIMEOUT_S,
         }
@@ -56,17 +64,21 @@ impl Config {
         Duration::from_secs_f64(self.final_sql_timeout_s)
     }
 
-    /// The database file of a row: `extras.data` (the dataset, e.g.
-    /// `sample`) and `extras.db_id` name it. Neither may contain `/`, `\`
-    /// or `..`, so a row cannot reach outside `db_file_path`.
+    /// The database file of a row, `{dir}/{db_id}/{db_id}.sqlite`, where
+    /// `dir` is SkyRL-SQL's layout for `extras.data` ([`SKYRL_SQL_LAYOUTS`]:
+    /// `synsql`, `spider`, `bird`) under `db_path`, or, for any other
+    /// dataset name (which skyrl-gym refuses), `{db_path}/{data}/database`.
+    /// Neither field may contain `/`, `\` or `..`, so a row cannot reach
+    /// outside `db_path`.
     pub fn db_file(&self, extras: &Extras) -> Result<PathBuf> {
         let data = path_component(extras, "data")?;
         let db_id = path_component(extras, "db_id")?;
-        Ok(PathBuf::from(&self.db_file_path)
-            .join(data)
-            .join("database")
-            .join(db_id)
-            .join(format!("{db_id}.sqlite")))
+        let root = PathBuf::from(&self.db_path);
+        let dir = match SKYRL_SQL_LAYOUTS.iter().find(|(name, _)| *name == data) {
+            Some((_, layout)) => root.join(layout),
+            None => root.join(data).join("database"),
+        };
+        Ok(dir.join(db_id).join(format!("{db_id}.sqlite")))
     }
 }
 

@@ -1,15 +1,20 @@
-//! Text-to-SQL (skyrl-gym `text2sql`): the model explores a SQLite database
-//! with `<sql>...</sql>` queries and answers with `<solution>...</solution>`.
+//! Text-to-SQL (skyrl-gym `text2sql`, the SkyRL-SQL recipe): the model
+//! explores a SQLite database with `<sql>...</sql>` queries and answers with
+//! `<solution>...</solution>`.
 //!
 //! # Row and config
 //!
-//! A row names its database by `extras.data` (the dataset, e.g. `sample`)
-//! and `extras.db_id`: `{db_file_path}/{data}/database/{db_id}/{db_id}.sqlite`,
-//! opened read-only ([`sql::open_read_only`]). `extras.reward_spec.ground_truth`
-//! is the gold SQL; `max_turns` comes from `extras.max_turns()` (default 5).
-//! Env config keys (all optional): `db_file_path` (default `/data`, where the
-//! host grants the databases read-only), `sql_timeout_s` (5) and
-//! `final_sql_timeout_s` (30); see [`Config`].
+//! A row names its database by `extras.data` and `extras.db_id`, in
+//! SkyRL-SQL's layouts under the env config's `db_path` (SkyRL's key;
+//! `db_file_path` is accepted too): `synsql` →
+//! `SynSQL-2.5M/databases/{db_id}/{db_id}.sqlite`, `spider` →
+//! `spider/database/...`, `bird` → `bird/train/train_databases/...`; any
+//! other `data` → `{data}/database/...` (see [`Config::db_file`]). The file is
+//! opened read-only ([`sql::open_read_only`]); a missing one fails `create`
+//! with skyrl-gym's `Database file not found at: {path}`.
+//! `extras.reward_spec.ground_truth` is the gold SQL; `max_turns` comes from
+//! `extras.max_turns()` (default 5). Other env config keys (optional):
+//! `sql_timeout_s` (5) and `final_sql_timeout_s` (30); see [`Config`].
 //!
 //! # Episode
 //!
@@ -25,25 +30,35 @@
 //! ```
 //!
 //! with `obs` from [`sql::observation`] (or [`INVALID_ACTION`] without an
-//! `<sql>` block) and `k = max_turns - turns`. Intermediate rewards are 0.
+//! `<sql>` block) and `k = max_turns - turns`. Intermediate rewards are 0; the
+//! step metadata is skyrl-gym's `{tool_group, tool_name, tool_input:
+//! [db_id, sql, turns_left]}`.
 //!
-//! # Differences from skyrl-gym
+//! Observations are skyrl-gym's exactly: the distinct rows in the order
+//! Python's `frozenset` gives them ([`pyset`]; with text values, the order
+//! skyrl-gym shows under `PYTHONHASHSEED=0`), rendered as pandas 3 renders
+//! them ([`table`]), and Python's `sqlite3` error texts (placeholders, text
+//! that is not UTF-8, several statements) followed by `, db file: {path}`.
 //!
-//! - Observations list rows in SQLite's order with duplicates; skyrl-gym
-//!   shows `frozenset(rows)` (deduplicated, in arbitrary order). Headers are
-//!   the column names, not `0 1 2 ...` (see [`table`]).
-//! - SQL errors read `Error executing SQL: {error}`, without skyrl-gym's
-//!   `, db file: {path}` suffix.
-//! - The reward needs a non-empty gold result (skyrl-gym also gives 1.0 when
-//!   both results are empty); results over [`sql::REWARD_ROW_LIMIT`] rows
-//!   score 0.0.
-//! - Exploratory queries read at most [`sql::OBSERVATION_ROW_LIMIT`] rows
-//!   (enough to decide truncation), so huge results need not time out.
+//! # Differences from skyrl-gym (on purpose)
+//!
+//! - Statements that would write are refused unexecuted (`Error executing
+//!   SQL: attempt to write a readonly database, ...`; reward 0). skyrl-gym
+//!   runs them inside a transaction it rolls back: the databases here are
+//!   granted read-only, so nothing a model writes can leak into another
+//!   episode even by accident.
+//! - A query reads at most [`sql::OBSERVATION_ROW_LIMIT`] rows for an
+//!   observation and [`sql::REWARD_ROW_LIMIT`] for the reward (a larger
+//!   result scores 0): the sandbox's memory is bounded.
 //! - No assertion that `</sql>` / `</solution>` end the action (skyrl-gym
 //!   checks its stop strings that way and fails the step).
+//! - The sandbox's per-call deadline (`environment.sandbox.<plugin>.call_timeout_ms`)
+//!   must leave room for the last step's two queries of up to
+//!   `final_sql_timeout_s` each, or the step fails instead of scoring 0.
 
 pub mod config;
 pub mod format;
+pub mod pyset;
 pub mod reward;
 pub mod sql;
 pub mod table;
@@ -63,10 +78,16 @@ pub const DEFAULT_MAX_TURNS: u32 = 5;
 /// The observation of an action with neither a `<sql>` block nor a solution.
 pub const INVALID_ACTION: &str = "Your previous action is invalid. Follow the format of outputting thinking process and sql tool, and try again.";
 
+/// skyrl-gym's name for the SQL tool group (step metadata `tool_group`).
+pub const TOOL_GROUP: &str = "SQLCodeExecutorToolGroup";
+/// skyrl-gym's name for the SQL tool (step metadata `tool_name`).
+pub const TOOL_NAME: &str = "sql";
+
 /// One text-to-SQL episode.
 pub struct Text2Sql {
     conn: Connection,
     db_file: PathBuf,
+    db_id: String,
     gold_sql: String,
     config: Config,
     max_turns: u32,
@@ -109,7 +130,7 @@ impl Text2Sql {
             Err(_) => self.sql_errors += 1,
             Ok(_) => {}
         }
-        sql::observation(&result, query)
+        sql::observation(&result, query, &self.db_file)
     }
 }
 
@@ -136,9 +157,15 @@ impl Environment for Text2Sql {
         let max_turns = extras.max_turns()?.unwrap_or(DEFAULT_MAX_TURNS);
         let db_file = config.db_file(extras)?;
         let conn = sql::open_read_only(&db_file)?;
+        let db_id = extras
+            .get("db_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         Ok(Self {
             conn,
             db_file,
+            db_id,
             gold_sql,
             config,
             max_turns,
@@ -170,9 +197,15 @@ impl Environment for Text2Sql {
             self.score = Some(score);
             return Ok(StepOutput::done(score.reward));
         }
-        let obs = wrap_observation(&self.explore(action), self.max_turns - self.turns);
+        let turns_left = self.max_turns - self.turns;
+        let obs = wrap_observation(&self.explore(action), turns_left);
         self.history.push_str(&obs);
-        Ok(StepOutput::next(vec![Message::user(obs)], 0.0))
+        let metadata = json!({
+            "tool_group": TOOL_GROUP,
+            "tool_name": TOOL_NAME,
+            "tool_input": [self.db_id, sql_block(action), turns_left],
+        });
+        Ok(StepOutput::next(vec![Message::user(obs)], 0.0).with_metadata(metadata))
     }
 
     fn metrics(&self) -> Value {

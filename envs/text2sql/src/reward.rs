@@ -70,7 +70,7 @@ pub struct Score {
 /// Scores a finished episode's `history` (all actions and observations
 /// concatenated): [`FORMAT_PENALTY`] unless it is well formatted; 1.0 when
 /// the solution SQL and `gold_sql` both run within `timeout` and return the
-/// same non-empty [`row_set`]; 0.0 otherwise (including when either fails,
+/// same [`row_set`] (two empty results included, as in skyrl-gym); 0.0 otherwise (including when either fails,
 /// times out, or returns more than [`sql::REWARD_ROW_LIMIT`] rows).
 pub fn score(conn: &Connection, history: &str, gold_sql: &str, timeout: Duration) -> Score {
     let Some(predicted) = format::solution_sql(history) else {
@@ -94,9 +94,10 @@ pub fn score(conn: &Connection, history: &str, gold_sql: &str, timeout: Duration
         .ok()
         .map(|_| set)
     };
-    // The gold query only runs when the prediction produced a result.
-    let same = run(predicted)
-        .is_some_and(|pred| run(gold_sql).is_some_and(|gold| !gold.is_empty() && pred == gold));
+    // Both run (as in skyrl-gym); two empty results are equal.
+    let predicted = run(predicted);
+    let gold = run(gold_sql);
+    let same = matches!((predicted, gold), (Some(p), Some(g)) if p == g);
     Score {
         reward: if same { 1.0 } else { 0.0 },
         format_ok: true,

@@ -4,25 +4,27 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rusqlite::types::Value;
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use skyrl_sdk::{Error, Result};
 
-use crate::table;
+use crate::{pyset, table};
 
 /// Observations longer than this many characters show only the first
 /// [`TRUNCATED_ROWS`] rows.
 pub const MAX_OBSERVATION_CHARS: usize = 9000;
 /// Rows shown when an observation is truncated.
 pub const TRUNCATED_ROWS: usize = 50;
-/// Rows an exploratory query reads at most ([`Overflow::Truncate`]). Any
-/// result with more rows renders longer than [`MAX_OBSERVATION_CHARS`] (one
-/// line per row), so its observation is truncated either way and the rest
-/// need not be read.
-pub const OBSERVATION_ROW_LIMIT: usize = MAX_OBSERVATION_CHARS + 1;
+/// Rows an exploratory query reads at most ([`Overflow::Truncate`]): past
+/// it the observation shows a set of the first rows only (bounds the
+/// sandbox's memory; skyrl-gym reads every row).
+pub const OBSERVATION_ROW_LIMIT: usize = 100_000;
 /// Rows a query run for the reward reads at most; a larger result counts as
 /// a failed query (bounds the sandbox's memory).
 pub const REWARD_ROW_LIMIT: usize = 100_000;
+/// Longest error text Python's `sqlite3` builds for undecodable text (a
+/// 200-byte buffer, one byte kept back, one for the terminating NUL).
+const DECODE_ERROR_BYTES: usize = 198;
 /// The error of a statement that would write (SQLite's `SQLITE_READONLY`
 /// message).
 pub const READ_ONLY_MESSAGE: &str = "attempt to write a readonly database";
@@ -53,6 +55,17 @@ pub enum SqlError {
     Sqlite(String),
 }
 
+impl SqlError {
+    /// The error as Python's `str(e)` would read.
+    pub fn message(&self) -> String {
+        match self {
+            SqlError::Timeout => "interrupted".to_owned(),
+            SqlError::TooManyRows => format!("more than {REWARD_ROW_LIMIT} rows"),
+            SqlError::Sqlite(message) => message.clone(),
+        }
+    }
+}
+
 /// Opens `path` read-only: as an `immutable=1` URI (SQLite then takes no
 /// locks, which WASI lacks, and never writes), with `SQLITE_OPEN_READ_ONLY`,
 /// and with `PRAGMA query_only=ON` (and `temp_store=MEMORY`). Fails with
@@ -61,7 +74,7 @@ pub enum SqlError {
 pub fn open_read_only(path: &Path) -> Result<Connection> {
     if !path.is_file() {
         return Err(Error::config(format!(
-            "database file not found: {}",
+            "Database file not found at: {}",
             path.display()
         )));
     }
@@ -142,6 +155,13 @@ fn read_rows(
     if stmt.expanded_sql().is_none() {
         return Ok(Vec::new());
     }
+    // Python's `cursor.execute(sql)` binds an empty parameter tuple.
+    let placeholders = stmt.parameter_count();
+    if placeholders > 0 {
+        return Err(SqlError::Sqlite(format!(
+            "Incorrect number of bindings supplied. The current statement uses {placeholders}, and there are 0 supplied."
+        )));
+    }
     // Refuse writes before they start: some (`VACUUM INTO`) would create a
     // file before the read-only connection stops them.
     if !stmt.readonly() {
@@ -159,39 +179,78 @@ fn read_rows(
             };
         }
         let values = (0..width)
-            .map(|i| row.get::<_, Value>(i))
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(sqlite_error)?;
+            .map(|i| python_value(row.get_ref(i).map_err(sqlite_error)?, &columns[i]))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         on_row(values);
         count += 1;
     }
     Ok(columns)
 }
 
+/// A column value as Python's `sqlite3` returns it; text that is not UTF-8
+/// fails the query with Python's message (its text decoded as ASCII with
+/// U+FFFD for every other byte, cut at a NUL and at 198 bytes).
+fn python_value(value: ValueRef<'_>, column: &str) -> std::result::Result<Value, SqlError> {
+    match value {
+        ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => Ok(Value::Text(text.to_owned())),
+            Err(_) => {
+                let text = bytes.split(|b| *b == 0).next().unwrap_or_default();
+                let mut message =
+                    format!("Could not decode to UTF-8 column '{column}' with text '").into_bytes();
+                message.extend_from_slice(text);
+                message.push(b'\'');
+                message.truncate(DECODE_ERROR_BYTES);
+                Err(SqlError::Sqlite(
+                    message
+                        .iter()
+                        .map(|&b| if b.is_ascii() { b as char } else { '\u{fffd}' })
+                        .collect(),
+                ))
+            }
+        },
+        other => Ok(other.into()),
+    }
+}
+
 /// The observation of an exploratory query (skyrl-gym's wording):
 ///
-/// - the rendered table ([`table::render`]); when it is longer than
-///   [`MAX_OBSERVATION_CHARS`], `Truncated to 50 lines since returned
-///   response too long: ` and the table of the first [`TRUNCATED_ROWS`] rows;
+/// - the rows as `pd.DataFrame(frozenset(rows)).to_string(index=False)`
+///   ([`pyset::frozenset_order`], [`table::render`]); when that is longer
+///   than [`MAX_OBSERVATION_CHARS`], `Truncated to 50 lines since returned
+///   response too long: ` and the same for the first [`TRUNCATED_ROWS`]
+///   rows of the set (with the whole set's column dtypes);
 /// - `SQL Timeout:\n{sql}` when it timed out;
-/// - `Error executing SQL: {error}` when SQLite rejected it.
-pub fn observation(result: &std::result::Result<Rows, SqlError>, sql: &str) -> String {
+/// - `Error executing SQL: {error}, db file: {db_file}` when SQLite rejected it.
+pub fn observation(
+    result: &std::result::Result<Rows, SqlError>,
+    sql: &str,
+    db_file: &Path,
+) -> String {
     match result {
         Ok(rows) => {
-            let text = table::render(&rows.columns, &rows.rows);
+            let distinct: Vec<&[Value]> = pyset::frozenset_order(&rows.rows)
+                .into_iter()
+                .map(|i| rows.rows[i].as_slice())
+                .collect();
+            let kinds = table::column_kinds(&distinct);
+            let text = table::render_as(&distinct, &kinds);
             if text.chars().count() > MAX_OBSERVATION_CHARS {
-                let head = &rows.rows[..rows.rows.len().min(TRUNCATED_ROWS)];
+                let head = &distinct[..distinct.len().min(TRUNCATED_ROWS)];
                 format!(
                     "Truncated to 50 lines since returned response too long: {}",
-                    table::render(&rows.columns, head)
+                    table::render_as(head, &kinds)
                 )
             } else {
                 text
             }
         }
         Err(SqlError::Timeout) => format!("SQL Timeout:\n{sql}"),
-        Err(SqlError::TooManyRows) => "Error executing SQL: too many rows".to_owned(),
-        Err(SqlError::Sqlite(message)) => format!("Error executing SQL: {message}"),
+        Err(error) => format!(
+            "Error executing SQL: {}, db file: {}",
+            error.message(),
+            db_file.display()
+        ),
     }
 }
 

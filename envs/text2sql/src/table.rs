@@ -1,117 +1,236 @@
-//! Renders query results as text, after pandas'
-//! `DataFrame.to_string(index=False)`, which skyrl-gym shows the model.
+//! Renders query results as skyrl-gym shows them to the model:
+//! `pd.DataFrame(frozenset(rows)).to_string(index=False)` under pandas 3
+//! (the rows' order and deduplication come from [`crate::pyset`]).
 //!
-//! The rendering, with `cells` the values' texts (see [`cell_text`]):
+//! pandas builds the frame from bare tuples, so the headers are the column
+//! positions `0 1 2 ...` (left-aligned to the widest label), and it gives each
+//! column a dtype from all of its values ([`column_kinds`]):
 //!
-//! - every column is as wide as its longest header or cell (in characters);
-//! - the header line and every row line right-align each header or cell to
-//!   its column's width and separate the columns by one space; the lines are
-//!   joined by `\n`, with no trailing newline and no index column;
-//! - a result without rows reads `Empty DataFrame\nColumns: [a, b]\nIndex: []`.
+//! - `int64` (only integers): `1`, `-5`;
+//! - `float64` (numbers with a real or a NULL among them): every value with
+//!   six decimals, trailing zeros trimmed equally down to one decimal, NULL
+//!   as `NaN`; scientific (`1.500000e-07`) when a value is below 10⁻⁶, or
+//!   when one is above 10⁶ and the widest text is over 12 characters;
+//! - `str` (only text and NULLs): the text, NULL as `NaN`;
+//! - `object` (anything else): NULL as `None`, integers in decimal, reals as
+//!   ` 1.5` (six decimals trimmed, a space for the sign), blobs as Python's
+//!   `repr(bytes)`.
 //!
-//! Unlike pandas, every cell is formatted on its own (pandas gives a float
-//! column one shared number of decimals), and the headers are the query's
-//! column names (skyrl-gym builds its frame from bare tuples, so its headers
-//! are `0 1 2 ...`).
+//! Text has tab, carriage return and newline written as `\t`, `\r`, `\n`.
+//! Numeric columns' headers get a leading space. Every header and cell is
+//! right-aligned to its column's width (in characters) and columns are
+//! separated by one space. A result without rows reads
+//! `Empty DataFrame\nColumns: []\nIndex: []`.
 
 use rusqlite::types::Value;
 
-/// The text of one value:
-///
-/// - `NULL` → `None`;
-/// - integers in decimal;
-/// - reals as Python's `repr(float)` (`1.0`, `0.25`, `1e+16`, `1.5e-07`);
-/// - text as it is, with tab, carriage return and newline written as `\t`,
-///   `\r` and `\n` (as pandas does, so that a row stays on one line);
-/// - blobs as Python's `repr(bytes)` (`b'\x00ab'`).
-pub fn cell_text(value: &Value) -> String {
+/// Decimals pandas shows (`display.precision`).
+const PRECISION: usize = 6;
+
+/// A column's pandas dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `int64`: integers only.
+    Int,
+    /// `float64`: numbers, with a real or a NULL among them.
+    Float,
+    /// `str`: text, with or without NULLs.
+    Str,
+    /// `object`: everything else (blobs, text mixed with numbers, all NULL).
+    Object,
+}
+
+/// The dtype pandas infers for each column of `rows` (all the same width).
+pub fn column_kinds(rows: &[&[Value]]) -> Vec<Kind> {
+    let width = rows.first().map_or(0, |row| row.len());
+    (0..width)
+        .map(|c| {
+            let (mut ints, mut reals, mut nulls, mut texts, mut blobs) = (0, 0, 0, 0, 0);
+            for row in rows {
+                match &row[c] {
+                    Value::Null => nulls += 1,
+                    Value::Integer(_) => ints += 1,
+                    Value::Real(_) => reals += 1,
+                    Value::Text(_) => texts += 1,
+                    Value::Blob(_) => blobs += 1,
+                }
+            }
+            let numbers = ints + reals;
+            if texts + blobs == 0 && numbers > 0 {
+                if reals + nulls == 0 {
+                    Kind::Int
+                } else {
+                    Kind::Float
+                }
+            } else if texts > 0 && numbers + blobs == 0 {
+                Kind::Str
+            } else {
+                Kind::Object
+            }
+        })
+        .collect()
+}
+
+/// Renders `rows` with the dtypes [`column_kinds`] gives them.
+pub fn render(rows: &[&[Value]]) -> String {
+    render_as(rows, &column_kinds(rows))
+}
+
+/// Renders `rows` with the given dtypes (`df.head(n)` keeps the whole
+/// frame's dtypes but formats only its own rows).
+pub fn render_as(rows: &[&[Value]], kinds: &[Kind]) -> String {
+    if rows.is_empty() {
+        return "Empty DataFrame\nColumns: []\nIndex: []".to_owned();
+    }
+    let label_width = kinds.len().saturating_sub(1).to_string().len();
+    let columns: Vec<Vec<String>> = kinds
+        .iter()
+        .enumerate()
+        .map(|(c, kind)| {
+            let label = format!("{c:<label_width$}");
+            let header = match kind {
+                Kind::Int | Kind::Float => format!(" {label}"),
+                Kind::Str | Kind::Object => label,
+            };
+            let values: Vec<&Value> = rows.iter().map(|row| &row[c]).collect();
+            let mut column = vec![header];
+            column.extend(format_column(*kind, &values));
+            let width = column.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+            column.into_iter().map(|s| format!("{s:>width$}")).collect()
+        })
+        .collect();
+    (0..=rows.len())
+        .map(|line| {
+            columns
+                .iter()
+                .map(|column| column[line].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The cells of one column, before alignment.
+fn format_column(kind: Kind, values: &[&Value]) -> Vec<String> {
+    match kind {
+        Kind::Float => format_floats(values),
+        _ => values.iter().map(|v| object_cell(kind, v)).collect(),
+    }
+}
+
+/// A cell of an `int64`, `str` or `object` column.
+fn object_cell(kind: Kind, value: &Value) -> String {
     match value {
+        Value::Null if kind == Kind::Str => "NaN".to_owned(),
         Value::Null => "None".to_owned(),
         Value::Integer(i) => i.to_string(),
-        Value::Real(f) => python_float_repr(*f),
-        Value::Text(s) => s
-            .replace('\t', "\\t")
-            .replace('\r', "\\r")
-            .replace('\n', "\\n"),
+        Value::Real(f) => trim_single_float(&format!(
+            "{}{}",
+            if f.is_sign_negative() { "" } else { " " },
+            fixed(*f)
+        )),
+        Value::Text(s) => escape(s),
         Value::Blob(b) => python_bytes_repr(b),
     }
 }
 
-/// Renders `rows` under the headers `columns` (see the module docs).
-pub fn render(columns: &[String], rows: &[Vec<Value>]) -> String {
-    if rows.is_empty() {
-        return format!(
-            "Empty DataFrame\nColumns: [{}]\nIndex: []",
-            columns.join(", ")
-        );
-    }
-    let cells: Vec<Vec<String>> = rows
+/// Text with tab, carriage return and newline escaped, as pandas prints it.
+fn escape(s: &str) -> String {
+    s.replace('\t', "\\t")
+        .replace('\r', "\\r")
+        .replace('\n', "\\n")
+}
+
+/// pandas' `FloatArrayFormatter` for a `float64` column (see the module docs).
+fn format_floats(values: &[&Value]) -> Vec<String> {
+    let numbers: Vec<Option<f64>> = values
         .iter()
-        .map(|row| row.iter().map(cell_text).collect())
+        .map(|v| match v {
+            Value::Integer(i) => Some(*i as f64),
+            Value::Real(f) => Some(*f),
+            _ => None,
+        })
         .collect();
-    let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
-    for row in &cells {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut lines = Vec::with_capacity(cells.len() + 1);
-    lines.push(line(columns, &widths));
-    lines.extend(cells.iter().map(|row| line(row, &widths)));
-    lines.join("\n")
-}
-
-/// One line: every field right-aligned to its width, separated by a space.
-fn line(fields: &[String], widths: &[usize]) -> String {
-    fields
-        .iter()
-        .zip(widths)
-        .map(|(field, &width)| format!("{field:>width$}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Python's `repr(float)`: the shortest text that reads back as `f`, in
-/// positional notation when the decimal exponent is in `-4..16`, else in
-/// scientific notation with a signed, at least two-digit exponent.
-pub fn python_float_repr(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".to_owned();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf" } else { "-inf" }.to_owned();
-    }
-    // Rust's `{:e}` is the shortest round-trip form too: `-1.2345e3`.
-    let sci = format!("{f:e}");
-    let (mantissa, exp) = sci.split_once('e').expect("`{:e}` has an exponent");
-    let exp: i32 = exp.parse().expect("`{:e}` exponent is an integer");
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    if (-4..16).contains(&exp) {
-        if exp < 0 {
-            let zeros = "0".repeat((-exp - 1) as usize);
-            format!("{sign}0.{zeros}{digits}")
-        } else {
-            let point = exp as usize + 1;
-            let (int, frac) = if digits.len() > point {
-                (digits[..point].to_owned(), digits[point..].to_owned())
-            } else {
-                (
-                    format!("{digits}{}", "0".repeat(point - digits.len())),
-                    "0".to_owned(),
-                )
-            };
-            format!("{sign}{int}.{frac}")
-        }
+    let fixed_cells = trim_floats(
+        numbers
+            .iter()
+            .map(|n| n.map_or_else(|| "NaN".to_owned(), fixed))
+            .collect(),
+    );
+    let too_long = fixed_cells.iter().map(|s| s.chars().count()).max() > Some(PRECISION + 6);
+    let magnitudes = numbers.iter().flatten().map(|f| f.abs());
+    let has_large = magnitudes.clone().any(|a| a > 1e6);
+    let has_small = magnitudes
+        .into_iter()
+        .any(|a| a > 0.0 && a < 10f64.powi(-(PRECISION as i32)));
+    if has_small || (too_long && has_large) {
+        numbers
+            .iter()
+            .map(|n| n.map_or_else(|| "NaN".to_owned(), scientific))
+            .collect()
     } else {
-        let (first, rest) = digits.split_at(1);
-        let point = if rest.is_empty() { "" } else { "." };
-        let exp_sign = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{first}{point}{rest}e{exp_sign}{:02}", exp.abs())
+        fixed_cells
     }
+}
+
+/// Python's `f"{f:.6f}"`.
+fn fixed(f: f64) -> String {
+    format!("{f:.PRECISION$}")
+}
+
+/// Python's `f"{f:.6e}"`: a signed exponent of at least two digits.
+fn scientific(f: f64) -> String {
+    if !f.is_finite() {
+        return fixed(f);
+    }
+    let text = format!("{f:.PRECISION$e}");
+    let (mantissa, exponent) = text.split_once('e').expect("`{:e}` has an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}` exponent is an integer");
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
+}
+
+/// Whether `s` is a plain decimal number (`^\s*[+-]?[0-9]+\.[0-9]*$`).
+fn is_decimal(s: &str) -> bool {
+    let s = s.trim_start();
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let Some((int, frac)) = s.split_once('.') else {
+        return false;
+    };
+    !int.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// pandas' `_trim_zeros_float`: drops trailing zeros from every decimal
+/// number for as long as all of them end in one, then gives any that end
+/// in `.` a zero back.
+fn trim_floats(mut cells: Vec<String>) -> Vec<String> {
+    loop {
+        let mut numbers = cells.iter().filter(|s| is_decimal(s)).peekable();
+        if numbers.peek().is_none() || !numbers.all(|s| s.ends_with('0')) {
+            break;
+        }
+        for cell in cells.iter_mut().filter(|s| is_decimal(s)) {
+            cell.pop();
+        }
+    }
+    for cell in cells.iter_mut() {
+        if is_decimal(cell) && cell.ends_with('.') {
+            cell.push('0');
+        }
+    }
+    cells
+}
+
+/// pandas' `_trim_zeros_single_float`.
+fn trim_single_float(s: &str) -> String {
+    let mut out = s.trim_end_matches('0').to_owned();
+    if out.ends_with('.') {
+        out.push('0');
+    }
+    out
 }
 
 /// Python's `repr(bytes)`: `b'...'` (or `b"..."` when the bytes hold `'`
@@ -147,27 +266,112 @@ pub fn python_bytes_repr(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn table(rows: Vec<Vec<Value>>) -> String {
+        let refs: Vec<&[Value]> = rows.iter().map(Vec::as_slice).collect();
+        render(&refs)
+    }
+
+    fn real(f: f64) -> Value {
+        Value::Real(f)
+    }
+
+    // Expected texts printed by pandas 3.1.1 for the same tuples.
     #[test]
-    fn floats_read_like_python() {
-        for (f, text) in [
-            (0.0, "0.0"),
-            (-0.0, "-0.0"),
-            (1.0, "1.0"),
-            (2.5, "2.5"),
-            (-1234.5, "-1234.5"),
-            (0.1, "0.1"),
-            (1e-4, "0.0001"),
-            (1.5e-5, "1.5e-05"),
-            (1e15, "1000000000000000.0"),
-            (1e16, "1e+16"),
-            (1.25e22, "1.25e+22"),
-            (123456.789, "123456.789"),
-            (1.0 / 3.0, "0.3333333333333333"),
-            (f64::INFINITY, "inf"),
-            (f64::NEG_INFINITY, "-inf"),
-        ] {
-            assert_eq!(python_float_repr(f), text, "{f:e}");
-        }
+    fn integer_columns_get_a_spaced_header() {
+        let rows = vec![
+            vec![Value::Integer(1), Value::Integer(2)],
+            vec![Value::Integer(30), Value::Integer(4)],
+        ];
+        assert_eq!(table(rows), " 0  1\n 1  2\n30  4");
+    }
+
+    #[test]
+    fn float_columns_share_their_decimals() {
+        assert_eq!(
+            table(vec![vec![real(-0.0)], vec![real(1.5)], vec![real(2.25)]]),
+            "    0\n-0.00\n 1.50\n 2.25"
+        );
+        assert_eq!(
+            table(vec![vec![Value::Integer(1)], vec![Value::Null]]),
+            "  0\n1.0\nNaN"
+        );
+        assert_eq!(
+            table(vec![vec![real(2.0)], vec![real(1.5e7)]]),
+            "         0\n       2.0\n15000000.0"
+        );
+        assert_eq!(
+            table(vec![vec![real(1.5e-7)], vec![real(2.0)]]),
+            "           0\n1.500000e-07\n2.000000e+00"
+        );
+        assert_eq!(
+            table(vec![vec![real(1.0)], vec![real(123456789.123)]]),
+            "           0\n1.000000e+00\n1.234568e+08"
+        );
+        assert_eq!(
+            table(vec![vec![real(0.0078125)], vec![real(2.5e-6)]]),
+            "       0\n0.007812\n0.000003"
+        );
+        assert_eq!(
+            table(vec![vec![real(1.0)], vec![real(f64::INFINITY)]]),
+            "  0\n1.0\ninf"
+        );
+    }
+
+    #[test]
+    fn text_columns_show_null_as_nan_and_escape_line_breaks() {
+        assert_eq!(
+            table(vec![vec![Value::Null], vec![Value::Text("a".into())]]),
+            "  0\nNaN\n  a"
+        );
+        assert_eq!(
+            table(vec![
+                vec![Value::Text("x".into())],
+                vec![Value::Text("a\tb\nc".into())]
+            ]),
+            "      0\n      x\na\\tb\\nc"
+        );
+    }
+
+    #[test]
+    fn object_columns_format_each_value() {
+        assert_eq!(
+            table(vec![vec![Value::Text("a".into())], vec![real(1.5)]]),
+            "   0\n   a\n 1.5"
+        );
+        assert_eq!(
+            table(vec![vec![Value::Text("a".into())], vec![real(-2.0)]]),
+            "   0\n   a\n-2.0"
+        );
+        assert_eq!(
+            table(vec![
+                vec![Value::Null],
+                vec![real(1.5)],
+                vec![Value::Blob(vec![])]
+            ]),
+            "   0\nNone\n 1.5\n b''"
+        );
+        assert_eq!(
+            table(vec![
+                vec![Value::Integer(1)],
+                vec![Value::Blob(b"x".to_vec())]
+            ]),
+            "   0\n   1\nb'x'"
+        );
+        assert_eq!(table(vec![vec![Value::Null]]), "   0\nNone");
+    }
+
+    #[test]
+    fn labels_are_left_aligned_to_the_widest() {
+        let row: Vec<Value> = (0..12).map(|_| Value::Integer(1)).collect();
+        assert_eq!(
+            table(vec![row]),
+            " 0   1   2   3   4   5   6   7   8   9   10  11\n  1   1   1   1   1   1   1   1   1   1   1   1"
+        );
+    }
+
+    #[test]
+    fn empty_results_read_like_an_empty_data_frame() {
+        assert_eq!(table(vec![]), "Empty DataFrame\nColumns: []\nIndex: []");
     }
 
     #[test]
@@ -176,35 +380,5 @@ mod tests {
         assert_eq!(python_bytes_repr(b"it's"), r#"b"it's""#);
         assert_eq!(python_bytes_repr(b"'\""), r#"b'\'"'"#);
         assert_eq!(python_bytes_repr(b""), "b''");
-    }
-
-    #[test]
-    fn cells_escape_line_breaks_and_show_null_as_none() {
-        assert_eq!(cell_text(&Value::Null), "None");
-        assert_eq!(cell_text(&Value::Text("a\nb\tc".into())), r"a\nb\tc");
-        assert_eq!(cell_text(&Value::Integer(-7)), "-7");
-    }
-
-    #[test]
-    fn columns_are_right_aligned_to_their_widest_entry() {
-        let columns = vec!["name".to_owned(), "n".to_owned()];
-        let rows = vec![
-            vec![Value::Text("Ann".into()), Value::Integer(120)],
-            vec![Value::Text("Bartholomew".into()), Value::Null],
-        ];
-        assert_eq!(
-            render(&columns, &rows),
-            "       name    n\n        Ann  120\nBartholomew None"
-        );
-    }
-
-    #[test]
-    fn empty_results_read_like_an_empty_data_frame() {
-        let columns = vec!["a".to_owned(), "b".to_owned()];
-        assert_eq!(
-            render(&columns, &[]),
-            "Empty DataFrame\nColumns: [a, b]\nIndex: []"
-        );
-        assert_eq!(render(&[], &[]), "Empty DataFrame\nColumns: []\nIndex: []");
     }
 }

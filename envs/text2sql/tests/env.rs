@@ -11,7 +11,12 @@ const COMPANY_DB: &str = concat!(
 );
 
 fn config() -> Value {
-    json!({ "db_file_path": DB_ROOT })
+    json!({ "db_path": DB_ROOT })
+}
+
+/// skyrl-gym's error observation: the message and the database file.
+fn sql_error(message: &str) -> String {
+    format!("Error executing SQL: {message}, db file: {COMPANY_DB}")
 }
 
 fn extras(db_id: &str, gold: &str, max_turns: u32) -> Extras {
@@ -76,18 +81,21 @@ fn sql_action_shows_the_table_in_the_observation_wrapper() {
         .unwrap();
     assert_eq!(
         obs(&out),
-        "\n\n<observation>           name budget\n        Finance 380000\nHuman Resources 250000\n\
+        "\n\n<observation>              0      1\n        Finance 380000\nHuman Resources 250000\n\
          <reminder>You have 4 turns left to complete the task.</reminder></observation>\n\n"
     );
-    // The turns-left count goes down each step, NULLs read as None.
+    // The turns-left count goes down each step; a column of only NULLs is
+    // an object column (None), as in pandas.
     let out = env
         .step(&sql_action(
-            "SELECT first_name, manager_id FROM employees WHERE emp_id IN (1, 2) ORDER BY emp_id",
+            "SELECT first_name, manager_id FROM employees WHERE emp_id = 1",
         ))
         .unwrap();
+    assert_eq!(inner(&out, 3), "    0    1\nAlice None");
     assert_eq!(
-        inner(&out, 3),
-        "first_name manager_id\n     Alice       None\n     Brian          1"
+        out.metadata,
+        json!({"tool_group": "SQLCodeExecutorToolGroup", "tool_name": "sql",
+               "tool_input": ["company", "SELECT first_name, manager_id FROM employees WHERE emp_id = 1", 3]})
     );
     assert_eq!(
         env.metrics(),
@@ -107,14 +115,11 @@ fn empty_results_and_reals_render_like_pandas() {
     let out = env
         .step(&sql_action("SELECT name FROM departments WHERE 0"))
         .unwrap();
-    assert_eq!(
-        inner(&out, 4),
-        "Empty DataFrame\nColumns: [name]\nIndex: []"
-    );
+    assert_eq!(inner(&out, 4), "Empty DataFrame\nColumns: []\nIndex: []");
     let out = env
         .step(&sql_action("SELECT 2.5 AS x, 1.0 AS y, 'a\nb' AS z"))
         .unwrap();
-    assert_eq!(inner(&out, 3), "  x   y    z\n2.5 1.0 a\\nb");
+    assert_eq!(inner(&out, 3), "  0   1    2\n2.5 1.0 a\\nb");
     // An empty statement returns nothing, like Python's `cursor.execute("")`.
     let out = env.step(&sql_action(" -- nothing ")).unwrap();
     assert_eq!(inner(&out, 2), "Empty DataFrame\nColumns: []\nIndex: []");
@@ -124,20 +129,25 @@ fn empty_results_and_reals_render_like_pandas() {
 fn sql_errors_are_reported() {
     let mut env = episode(GOLD_CHICAGO);
     let out = env.step(&sql_action("SELECT * FROM nope")).unwrap();
-    assert_eq!(inner(&out, 4), "Error executing SQL: no such table: nope");
+    assert_eq!(inner(&out, 4), sql_error("no such table: nope"));
     let out = env
         .step(&sql_action("SELEC name FROM departments"))
         .unwrap();
-    assert_eq!(
-        inner(&out, 3),
-        "Error executing SQL: near \"SELEC\": syntax error"
-    );
+    assert_eq!(inner(&out, 3), sql_error("near \"SELEC\": syntax error"));
     let out = env.step(&sql_action("SELECT 1; SELECT 2")).unwrap();
     assert_eq!(
         inner(&out, 2),
-        "Error executing SQL: You can only execute one statement at a time."
+        sql_error("You can only execute one statement at a time.")
     );
-    assert_eq!(env.metrics()["sql_errors"], 3);
+    // Python binds no parameters, so any placeholder is an error.
+    let out = env.step(&sql_action("SELECT ?, :name")).unwrap();
+    assert_eq!(
+        inner(&out, 1),
+        sql_error(
+            "Incorrect number of bindings supplied. The current statement uses 2, and there are 0 supplied."
+        )
+    );
+    assert_eq!(env.metrics()["sql_errors"], 4);
 }
 
 #[test]
@@ -155,7 +165,7 @@ fn an_action_without_sql_is_invalid() {
     let out = env
         .step("<sql>SELECT 1 AS a</sql> and <sql>SELECT 2 AS b</sql>")
         .unwrap();
-    assert_eq!(inner(&out, 3), "a\n1");
+    assert_eq!(inner(&out, 3), " 0\n 1");
     assert_eq!(env.metrics()["invalid_actions"], 1);
 }
 
@@ -165,12 +175,17 @@ fn long_results_are_truncated_to_50_rows() {
     let query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 5000) \
                  SELECT x, 'row number ' || x AS label FROM c";
     let out = env.step(&sql_action(query)).unwrap();
-    let mut expected =
-        "Truncated to 50 lines since returned response too long:  x         label".to_owned();
-    for x in 1..=50 {
-        expected.push_str(&format!("\n{x:>2} {:>13}", format!("row number {x}")));
-    }
-    assert_eq!(inner(&out, 4), expected);
+    // The first 50 rows of the set, in frozenset order (from skyrl-gym).
+    let text = inner(&out, 4);
+    assert!(
+        text.starts_with(
+            "Truncated to 50 lines since returned response too long:    0               1\n\
+             2008 row number 2008\n 406  row number 406\n1719 row number 1719\n"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("\n3527 row number 3527"), "{text}");
+    assert_eq!(text.lines().count(), 51);
 
     // A short result is not truncated even with many rows' worth of SQL.
     let out = env
@@ -179,10 +194,10 @@ fn long_results_are_truncated_to_50_rows() {
         ))
         .unwrap();
     let text = inner(&out, 3);
-    assert!(text.starts_with(" x\n 1\n 2\n"), "{text}");
+    assert!(text.starts_with(" 0\n51\n57\n 2\n60\n 5\n"), "{text}");
     assert_eq!(text.lines().count(), 61);
 
-    // An endless result stops being read once truncation is certain.
+    // An endless result stops being read at OBSERVATION_ROW_LIMIT rows.
     let start = Instant::now();
     let out = env
         .step(&sql_action(
@@ -191,7 +206,7 @@ fn long_results_are_truncated_to_50_rows() {
         .unwrap();
     let text = inner(&out, 2);
     assert!(
-        text.starts_with("Truncated to 50 lines since returned response too long:  x\n 1\n"),
+        text.starts_with("Truncated to 50 lines since returned response too long:     0\n"),
         "{text}"
     );
     assert!(start.elapsed() < Duration::from_secs(3));
@@ -200,7 +215,7 @@ fn long_results_are_truncated_to_50_rows() {
 #[test]
 fn slow_queries_time_out() {
     let mut env = env_with(
-        json!({"db_file_path": DB_ROOT, "sql_timeout_s": 0.2}),
+        json!({"db_path": DB_ROOT, "sql_timeout_s": 0.2}),
         "company",
         GOLD_CHICAGO,
         5,
@@ -219,7 +234,7 @@ fn slow_queries_time_out() {
     let out = env
         .step(&sql_action("SELECT count(*) AS n FROM departments"))
         .unwrap();
-    assert_eq!(inner(&out, 3), "n\n6");
+    assert_eq!(inner(&out, 3), " 0\n 6");
 }
 
 #[test]
@@ -246,7 +261,7 @@ fn writes_are_rejected_and_the_file_is_unchanged() {
         let out = env.step(&sql_action(write)).unwrap();
         assert_eq!(
             inner(&out, 100 - 1 - i as u32),
-            "Error executing SQL: attempt to write a readonly database",
+            sql_error("attempt to write a readonly database"),
             "{write}"
         );
     }
@@ -263,7 +278,7 @@ fn writes_are_rejected_and_the_file_is_unchanged() {
         .step(&sql_action("SELECT count(*) AS n FROM salaries"))
         .unwrap();
     assert!(
-        obs(&out).starts_with("\n\n<observation> n\n71\n"),
+        obs(&out).starts_with("\n\n<observation> 0\n71\n"),
         "{out:?}"
     );
     assert!(!vacuum_target.exists());
@@ -317,7 +332,7 @@ fn a_wrong_but_valid_solution_scores_zero() {
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
     ] {
         let mut env = env_with(
-            json!({"db_file_path": DB_ROOT, "final_sql_timeout_s": 0.2}),
+            json!({"db_path": DB_ROOT, "final_sql_timeout_s": 0.2}),
             "company",
             GOLD_CHICAGO,
             5,
@@ -344,13 +359,13 @@ fn a_wrong_but_valid_solution_scores_zero() {
             .unwrap();
         assert_eq!(out.reward, reward, "{big}");
     }
-    // An empty gold result never matches.
+    // Two empty results are equal, as in skyrl-gym.
     let empty = "SELECT name FROM departments WHERE 0";
     let mut env = episode(empty);
     let out = env
-        .step(&format!("<think>t</think><solution>{empty}</solution>"))
+        .step("<think>t</think><solution>SELECT 1 WHERE 0</solution>")
         .unwrap();
-    assert_eq!(out.reward, 0.0);
+    assert_eq!(out.reward, 1.0);
 }
 
 #[test]
@@ -483,8 +498,8 @@ fn bad_rows_and_configs_are_config_errors() {
     }
     let message = create_err(config(), row(json!("nope"), json!("sample")));
     assert!(
-        message.contains("database file not found")
-            && message.contains("sample/database/nope/nope.sqlite"),
+        message.starts_with("Database file not found at: ")
+            && message.ends_with("sample/database/nope/nope.sqlite"),
         "{message}"
     );
     let message = create_err(json!({}), row(json!("company"), json!("sample")));
@@ -505,9 +520,9 @@ fn bad_rows_and_configs_are_config_errors() {
     let message = create_err(config(), json!({"db_id": "company", "data": "sample"}));
     assert!(message.contains("ground_truth"), "{message}");
     for bad in [
-        json!({"db_file_path": DB_ROOT, "sql_timeout_s": 0}),
-        json!({"db_file_path": DB_ROOT, "final_sql_timeout_s": -1}),
-        json!({"db_file_path": DB_ROOT, "timeout": 5}),
+        json!({"db_path": DB_ROOT, "sql_timeout_s": 0}),
+        json!({"db_path": DB_ROOT, "final_sql_timeout_s": -1}),
+        json!({"db_path": DB_ROOT, "timeout": 5}),
     ] {
         create_err(bad, row(json!("company"), json!("sample")));
     }

@@ -46,10 +46,49 @@ fn first_metrics(dir: &Path) -> serde_json::Value {
     serde_json::from_str(metrics.lines().next().expect("a step")).expect("json")
 }
 
+/// A SkyRL-SQL data folder as its preparation lays it out: the databases
+/// under `sql_data/{SynSQL-2.5M/databases, spider/database}/<db_id>/` and a
+/// parquet dataset whose rows name them by `data` and `db_id` (two of the
+/// shipped sample rows, moved to those layouts). Returns (parquet, db root).
+fn skyrl_sql_folder(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = dir.join("sql_data");
+    let sample = common::repo().join("envs/text2sql/data/databases/sample/database");
+    for (layout, db_id) in [
+        ("spider/database", "company"),
+        ("SynSQL-2.5M/databases", "school"),
+    ] {
+        let to = root.join(layout).join(db_id);
+        std::fs::create_dir_all(&to).unwrap();
+        let file = format!("{db_id}.sqlite");
+        std::fs::copy(sample.join(db_id).join(&file), to.join(&file)).unwrap();
+    }
+    let parquet = dir.join("train.parquet");
+    let script = r#"
+import json, sys
+import pandas as pd
+rows = [json.loads(l) for l in open(sys.argv[1])]
+picked = []
+for db_id, data in (("company", "spider"), ("school", "synsql")):
+    row = next(r for r in rows if r["db_id"] == db_id)
+    picked.append(dict(row, data=data, data_source=data))
+pd.DataFrame(picked).to_parquet(sys.argv[2])
+"#;
+    let out = std::process::Command::new(common::python())
+        .args(["-c", script])
+        .arg(common::repo().join("envs/text2sql/data/train.jsonl"))
+        .arg(&parquet)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    (parquet, root)
+}
+
 #[test]
 fn text2sql_trains_with_databases_granted_read_only() {
     let dir = tempfile::tempdir().unwrap();
     let env = plugin("text2sql");
+    // SkyRL-SQL's own layout and keys: db_path, granted at the same path.
+    let (parquet, root) = skyrl_sql_folder(dir.path());
     let mut args: Vec<String> = [
         "train",
         "--quiet",
@@ -65,6 +104,15 @@ fn text2sql_trains_with_databases_granted_read_only() {
     .collect();
     args.extend(tiny(dir.path(), 4096));
     args.push("generator.max_turns=2".into());
+    args.push(format!("data.train_data=[{}]", parquet.display()));
+    args.push(format!(
+        "environment.skyrl_gym.text2sql.db_path={}",
+        root.display()
+    ));
+    args.push(format!(
+        "environment.sandbox.text2sql.read_only_dirs=[{}]",
+        root.display()
+    ));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = skyrl(&refs);
     assert!(out.status.success(), "{}", text(&out));
@@ -78,6 +126,11 @@ fn text2sql_trains_with_databases_granted_read_only() {
             .keys()
             .any(|k| k.contains("sql_calls")),
         "env metrics reported: {m}"
+    );
+    // Every trajectory found its database.
+    assert!(
+        m.get("stop_reason/env_error").is_none_or(|v| v == 0.0),
+        "{m}"
     );
 
     // Fuel is opt-in: a plugin given a fuel budget runs on a metering

@@ -215,14 +215,60 @@ pub struct PluginSandboxConfig {
     pub http_max_response_bytes: Option<usize>,
 }
 
-/// One read-only directory grant.
+/// One read-only directory grant: `{host: dir, guest: /data}`, or just a
+/// path, which the plugin then sees at the same absolute path as the host
+/// (so a path in an env config, such as SkyRL's `text2sql.db_path`, means the
+/// same inside and outside the sandbox).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "DirGrantSpec", into = "DirGrantSpec")]
 pub struct DirGrant {
     /// Directory on the host (`~` and paths relative to the working directory allowed).
     pub host: String,
-    /// Where the plugin sees it, e.g. `/data`.
-    pub guest: String,
+    /// Where the plugin sees it, e.g. `/data`; `None` (the plain-path form):
+    /// the host directory's absolute path.
+    pub guest: Option<String>,
+}
+
+/// How a [`DirGrant`] is written in a config.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum DirGrantSpec {
+    /// `- /home/me/sql_data`
+    SamePath(String),
+    /// `- {host: data/dbs, guest: /data}`
+    Mapped(MappedDirGrant),
+}
+
+/// The `{host, guest}` form of a [`DirGrant`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MappedDirGrant {
+    host: String,
+    guest: String,
+}
+
+impl From<DirGrant> for DirGrantSpec {
+    fn from(grant: DirGrant) -> Self {
+        match grant.guest {
+            None => DirGrantSpec::SamePath(grant.host),
+            Some(guest) => DirGrantSpec::Mapped(MappedDirGrant {
+                host: grant.host,
+                guest,
+            }),
+        }
+    }
+}
+
+impl From<DirGrantSpec> for DirGrant {
+    fn from(spec: DirGrantSpec) -> Self {
+        match spec {
+            DirGrantSpec::SamePath(host) => DirGrant { host, guest: None },
+            DirGrantSpec::Mapped(MappedDirGrant { host, guest }) => DirGrant {
+                host,
+                guest: Some(guest),
+            },
+        }
+    }
 }
 
 impl Default for EnvironmentConfig {
@@ -278,5 +324,24 @@ impl Default for SkyrlGymConfig {
             max_env_workers: 32,
             envs: BTreeMap::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod dir_grant_tests {
+    use super::DirGrant;
+
+    #[test]
+    fn both_forms_read_and_write_back() {
+        let same: DirGrant = serde_json::from_str(r#""/srv/sql_data""#).unwrap();
+        assert_eq!(same.guest, None);
+        let mapped: DirGrant =
+            serde_json::from_str(r#"{"host": "data", "guest": "/data"}"#).unwrap();
+        assert_eq!(mapped.guest.as_deref(), Some("/data"));
+        for grant in [same, mapped] {
+            let text = serde_json::to_string(&grant).unwrap();
+            assert_eq!(serde_json::from_str::<DirGrant>(&text).unwrap(), grant);
+        }
+        assert!(serde_json::from_str::<DirGrant>(r#"{"host": "data", "gust": "/d"}"#).is_err());
     }
 }

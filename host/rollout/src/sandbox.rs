@@ -65,20 +65,26 @@ impl<'a> SandboxSettings<'a> {
 fn configure(plugin: Plugin, config: &PluginSandboxConfig) -> anyhow::Result<Plugin> {
     let mut read_only_dirs = Vec::new();
     for grant in &config.read_only_dirs {
-        let host = expand_home(&grant.host);
-        let host = host
+        let written = expand_home(&grant.host);
+        let host = written
             .canonicalize()
-            .with_context(|| format!("read-only grant {}: no such directory", host.display()))?;
+            .with_context(|| format!("read-only grant {}: no such directory", written.display()))?;
         if !host.is_dir() {
             bail!("read-only grant {} is not a directory", host.display());
         }
-        if !grant.guest.starts_with('/') {
-            bail!("guest path {:?} must be absolute, e.g. /data", grant.guest);
-        }
-        read_only_dirs.push(ReadOnlyDir {
-            host,
-            guest: grant.guest.clone(),
-        });
+        let guest = match &grant.guest {
+            Some(guest) if !guest.starts_with('/') => {
+                bail!("guest path {guest:?} must be absolute, e.g. /data")
+            }
+            Some(guest) => guest.clone(),
+            // The plain-path form: the same absolute path as written (not
+            // resolved through symlinks, so it matches the env config's path).
+            None => std::path::absolute(&written)
+                .with_context(|| format!("read-only grant {}", written.display()))?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        read_only_dirs.push(ReadOnlyDir { host, guest });
     }
     let mut limits = plugin.limits().clone();
     if let Some(bytes) = config.memory_bytes {

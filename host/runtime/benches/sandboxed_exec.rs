@@ -160,7 +160,7 @@ fn bench_sql(engine: &PluginEngine, runs: usize) {
         let out = env.step(&action).expect("step");
         assert!(out.observations[0].content.contains("<observation>"));
     });
-    let native_config = json!({ "db_file_path": data.display().to_string() });
+    let native_config = json!({ "db_path": data.display().to_string() });
     let native_extras = skyrl_sdk::Extras::from_json(&extras.to_string()).expect("extras");
     let native = median(runs, || {
         let mut env = text2sql::Text2Sql::create(&native_config, &native_extras).expect("create");

@@ -52,8 +52,8 @@ fn an_episode_queries_the_granted_database_and_scores_the_solution() {
         "{obs}"
     );
     assert!(
-        obs.contains(" n\n"),
-        "a table with the column header: {obs}"
+        obs.contains("<observation> 0\n24\n"),
+        "a table with pandas' column header: {obs}"
     );
     let out = env
         .step("<think>so the answer is</think><solution>SELECT COUNT(*) FROM employees</solution>")

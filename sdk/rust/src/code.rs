@@ -52,7 +52,22 @@ pub fn run_python(
     stdin: &str,
     timeout: Duration,
 ) -> std::result::Result<Execution, String> {
-    let args = serde_json::json!({ "code": code, "stdin": stdin }).to_string();
+    run_python_capped(code, stdin, timeout, None)
+}
+
+/// [`run_python`] keeping up to `max_output_chars` characters of each
+/// stream (the tool's default, 64 Ki, when `None`; at most 16 Mi).
+pub fn run_python_capped(
+    code: &str,
+    stdin: &str,
+    timeout: Duration,
+    max_output_chars: Option<usize>,
+) -> std::result::Result<Execution, String> {
+    let mut args = serde_json::json!({ "code": code, "stdin": stdin });
+    if let Some(cap) = max_output_chars {
+        args["max_output_chars"] = cap.into();
+    }
+    let args = args.to_string();
     let text = call_tool_with_timeout(TOOL, &args, timeout)?;
     serde_json::from_str(&text)
         .map_err(|e| format!("the python tool returned bad JSON ({e}): {text}"))
@@ -226,9 +241,11 @@ print(_skyrl_json.dumps(_skyrl_fn(*_skyrl_args)))\n"
     )
 }
 
-/// LiveCodeBench's stdout comparison: lines compared after trimming, empty
-/// trailing lines ignored; lines that differ as text still match when every
-/// whitespace-separated token is equal or numerically within 1e-6.
+/// A lenient stdout comparison in LiveCodeBench's style: lines compared
+/// after trimming, empty trailing lines ignored; lines that differ as text
+/// still match when every whitespace-separated token is equal or numerically
+/// within 1e-6 (LiveCodeBench itself compares tokens as exact decimals; the
+/// `lcb` env follows it exactly).
 pub fn outputs_match(expected: &str, actual: &str) -> bool {
     let lines = |text: &str| -> Vec<String> {
         let mut lines: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();

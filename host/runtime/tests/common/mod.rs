@@ -82,7 +82,7 @@ pub fn python() -> PathBuf {
 }
 
 /// Runs `script` (Python that reads JSON on stdin and prints JSON) with
-/// skyrl-gym 0.4.0's Python on `input`; fails the test naming the
+/// skyrl-gym 0.4.0's Python on `input`, under `PYTHONHASHSEED=0`; fails the test naming the
 /// interpreter when it is missing or the script fails.
 pub fn skyrl_gym_reference(script: &str, input: &serde_json::Value) -> serde_json::Value {
     let python = python();
@@ -93,6 +93,8 @@ pub fn skyrl_gym_reference(script: &str, input: &serde_json::Value) -> serde_jso
     );
     let mut child = Command::new(&python)
         .args(["-c", script])
+        // String hashes (set order) as the plugins reproduce them.
+        .env("PYTHONHASHSEED", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
