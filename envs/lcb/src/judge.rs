@@ -236,8 +236,14 @@ fn digits_ok(text: &str) -> bool {
 /// (`["int", "3"]`, `["list", [...]]`, ...) and a JSON value as `json.loads`
 /// gives it. JSON integers past 64 bits compare at f64 precision.
 pub fn python_eq(typed: &Value, expected: &Value) -> bool {
-    let (Some(tag), Some(payload)) = (typed.get(0).and_then(Value::as_str), typed.get(1)) else {
-        return tag_only(typed) == Some("none") && expected.is_null();
+    let Some(tag) = typed.get(0).and_then(Value::as_str) else {
+        return false;
+    };
+    if tag == "none" {
+        return expected.is_null();
+    }
+    let Some(payload) = typed.get(1) else {
+        return false;
     };
     match (tag, expected) {
         ("bool", _) => match expected {
@@ -285,11 +291,6 @@ pub fn python_eq(typed: &Value, expected: &Value) -> bool {
         }),
         _ => false,
     }
-}
-
-/// `["none"]`'s tag.
-fn tag_only(typed: &Value) -> Option<&str> {
-    typed.get(0).and_then(Value::as_str)
 }
 
 /// A Python number for equality.

@@ -21,10 +21,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use skyrl_sdk::code::{TestSuite, TestType};
 use skyrl_sdk::{Error, Result};
 
 /// LiveCodeBench's per-test time limit.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(6);
+pub const DEFAULT_TIMEOUT: Duration = skyrl_sdk::code::DEFAULT_TEST_TIMEOUT;
 
 /// One test.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,29 +102,20 @@ impl Problem {
                 let fn_name = optional_name(map.get("fn_name"))?;
                 (pairs, fn_name, DEFAULT_TIMEOUT)
             }
+            // The project's format, as the SDK's code suites read it.
             Value::Object(map) if map.contains_key("tests") => {
-                let tests = field(&value, "tests")?
-                    .as_array()
-                    .ok_or_else(|| Error::config("ground truth: `tests` must be a list"))?;
-                let functional = tests
+                let suite = TestSuite::from_ground_truth(&value)?;
+                let functional = suite
+                    .tests
                     .iter()
-                    .any(|t| t.get("testtype") == Some(&"functional".into()));
-                let fn_name = optional_name(map.get("fn_name"))?;
-                if functional && fn_name.is_none() {
-                    return Err(Error::config("functional tests need `fn_name`"));
-                }
-                let timeout = match map.get("timeout_s") {
-                    None | Some(Value::Null) => DEFAULT_TIMEOUT,
-                    Some(v) => match v.as_f64() {
-                        Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
-                        _ => {
-                            return Err(Error::config(format!(
-                                "timeout_s must be a positive number, got {v}"
-                            )))
-                        }
-                    },
-                };
-                (test_pairs(tests)?, fn_name.filter(|_| functional), timeout)
+                    .any(|t| t.testtype == TestType::Functional);
+                let fn_name = suite.fn_name.filter(|_| functional);
+                let pairs = suite
+                    .tests
+                    .into_iter()
+                    .map(|t| (t.input, t.output))
+                    .collect();
+                (pairs, fn_name, suite.timeout)
             }
             _ => {
                 return Err(Error::config(

@@ -93,8 +93,9 @@ fn timeout(key: &str, seconds: f64) -> Result<()> {
     }
 }
 
-/// A required string field of the extras that is safe as one path component.
-fn path_component<'a>(extras: &'a Extras, key: &str) -> Result<&'a str> {
+/// A required string field of the extras that is safe as one path
+/// component (`data`, `db_id`).
+pub fn path_component<'a>(extras: &'a Extras, key: &str) -> Result<&'a str> {
     let value = extras
         .get(key)
         .ok_or_else(|| Error::config(format!("extras.{key} is required")))?;

@@ -157,11 +157,7 @@ impl Environment for Text2Sql {
         let max_turns = extras.max_turns()?.unwrap_or(DEFAULT_MAX_TURNS);
         let db_file = config.db_file(extras)?;
         let conn = sql::open_read_only(&db_file)?;
-        let db_id = extras
-            .get("db_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let db_id = config::path_component(extras, "db_id")?.to_owned();
         Ok(Self {
             conn,
             db_file,

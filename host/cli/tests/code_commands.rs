@@ -41,6 +41,17 @@ fn tiny(dir: &Path, max_prompt: usize) -> Vec<String> {
     ]
 }
 
+/// `skyrl train --quiet --max-steps 1 ARGS...` with [`tiny`]'s overrides.
+fn one_step(args: &[&str], dir: &Path, max_prompt: usize) -> Vec<String> {
+    let mut args: Vec<String> = ["train", "--quiet", "--max-steps", "1"]
+        .iter()
+        .chain(args)
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(tiny(dir, max_prompt));
+    args
+}
+
 fn first_metrics(dir: &Path) -> serde_json::Value {
     let metrics = std::fs::read_to_string(dir.join("logs/metrics.jsonl")).expect("metrics");
     serde_json::from_str(metrics.lines().next().expect("a step")).expect("json")
@@ -89,20 +100,11 @@ fn text2sql_trains_with_databases_granted_read_only() {
     let env = plugin("text2sql");
     // SkyRL-SQL's own layout and keys: db_path, granted at the same path.
     let (parquet, root) = skyrl_sql_folder(dir.path());
-    let mut args: Vec<String> = [
-        "train",
-        "--quiet",
-        "--plugin",
-        &env,
-        "--config",
-        "configs/text2sql.yaml",
-        "--max-steps",
-        "1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(tiny(dir.path(), 4096));
+    let mut args = one_step(
+        &["--plugin", &env, "--config", "configs/text2sql.yaml"],
+        dir.path(),
+        4096,
+    );
     args.push("generator.max_turns=2".into());
     args.push(format!("data.train_data=[{}]", parquet.display()));
     args.push(format!(
@@ -165,25 +167,21 @@ fn lcb_trains_with_the_sandboxed_python_tool() {
     let dir = tempfile::tempdir().unwrap();
     let env = format!("lcb={}", plugin("lcb"));
     let tool = plugin("python");
-    let mut args: Vec<String> = [
-        "train",
-        "--quiet",
-        "--plugin",
-        &env,
-        "--tool",
-        &tool,
-        "--config",
-        "configs/demo.yaml",
-        "--max-steps",
-        "1",
-        "data.train_data=[envs/lcb/data/train.jsonl]",
-        "data.val_data=[envs/lcb/data/val.jsonl]",
-        "environment.env_class=lcb",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(tiny(dir.path(), 512));
+    let args = one_step(
+        &[
+            "--plugin",
+            &env,
+            "--tool",
+            &tool,
+            "--config",
+            "configs/demo.yaml",
+            "data.train_data=[envs/lcb/data/train.jsonl]",
+            "data.val_data=[envs/lcb/data/val.jsonl]",
+            "environment.env_class=lcb",
+        ],
+        dir.path(),
+        512,
+    );
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = skyrl(&refs);
     assert!(out.status.success(), "{}", text(&out));
@@ -262,22 +260,18 @@ fn search_trains_with_its_tool_granted_the_retrieval_server() {
     let dir = tempfile::tempdir().unwrap();
     let env = plugin("search");
     let tool = plugin("search_tool");
-    let mut args: Vec<String> = [
-        "train",
-        "--quiet",
-        "--plugin",
-        &env,
-        "--tool",
-        &tool,
-        "--config",
-        "configs/search.yaml",
-        "--max-steps",
-        "1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(tiny(dir.path(), 2048));
+    let mut args = one_step(
+        &[
+            "--plugin",
+            &env,
+            "--tool",
+            &tool,
+            "--config",
+            "configs/search.yaml",
+        ],
+        dir.path(),
+        2048,
+    );
     args.push(format!(
         "environment.skyrl_gym.search.search_url={}",
         server.retrieve_url()
