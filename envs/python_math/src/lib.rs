@@ -8,14 +8,12 @@
 //!   `<output>\n...\n</output>`; a step with neither gets a format hint.
 //! - Done at `max_turns` (default 4), scored on the last response.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use regex_lite::Regex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use skyrl_sdk::code::run_python;
-use skyrl_sdk::{gsm8k, parse_config, Environment, Extras, Message, Result, StepOutput};
+use skyrl_sdk::{gsm8k, parse_config, pystr, Environment, Extras, Message, Result, StepOutput};
 
 /// `max_turns` when neither the generator nor the row sets one.
 pub const DEFAULT_MAX_TURNS: u32 = 4;
@@ -51,13 +49,10 @@ pub struct PythonMath {
     code_errors: u32,
 }
 
-/// The first `<python>` block's code.
+/// The first `<python>` block's code: what
+/// `re.search(r"<python>(.*?)</python>", action, re.DOTALL)` captures.
 pub fn python_block(action: &str) -> Option<&str> {
-    static TAG: OnceLock<Regex> = OnceLock::new();
-    let tag = TAG.get_or_init(|| Regex::new(r"(?s)<python>(.*?)</python>").expect("valid regex"));
-    tag.captures(action)
-        .and_then(|c| c.get(1))
-        .map(|m| m.as_str())
+    pystr::first_block(action, "<python>", "</python>")
 }
 
 /// Program output as the model sees it, cut to [`MAX_OUTPUT_CHARS`].

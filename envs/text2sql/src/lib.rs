@@ -62,14 +62,13 @@ pub mod pyset;
 pub mod reward;
 pub mod sql;
 pub mod table;
+pub mod vfs;
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-use regex_lite::Regex;
 use rusqlite::Connection;
 use serde_json::{json, Value};
-use skyrl_sdk::{Environment, Error, Extras, Message, Result, StepOutput};
+use skyrl_sdk::{pystr, Environment, Error, Extras, Message, Result, StepOutput};
 
 pub use config::Config;
 
@@ -134,13 +133,10 @@ impl Text2Sql {
     }
 }
 
-/// The first `<sql>...</sql>` block's text (not trimmed), if any.
+/// The first `<sql>...</sql>` block's text (not trimmed), if any: what
+/// skyrl-gym's `re.search(r"<sql>(.*?)</sql>", action, re.DOTALL)` captures.
 pub fn sql_block(action: &str) -> Option<&str> {
-    static SQL: OnceLock<Regex> = OnceLock::new();
-    SQL.get_or_init(|| Regex::new(r"(?s)<sql>(.*?)</sql>").expect("valid regex"))
-        .captures(action)
-        .and_then(|c| c.get(1))
-        .map(|m| m.as_str())
+    pystr::first_block(action, "<sql>", "</sql>")
 }
 
 /// The user message shown after a non-final step.

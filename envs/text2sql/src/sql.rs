@@ -68,28 +68,32 @@ impl SqlError {
 
 /// Opens `path` read-only: as an `immutable=1` URI (SQLite then takes no
 /// locks, which WASI lacks, and never writes), with `SQLITE_OPEN_READ_ONLY`,
-/// and with `PRAGMA query_only=ON` (and `temp_store=MEMORY`). Fails with
-/// [`Error::InvalidConfig`] naming the path when the file is missing or is
-/// not a database.
+/// and with `PRAGMA query_only=ON` (and `temp_store=MEMORY`), through the
+/// [`vfs`](crate::vfs) that takes absolute paths as they are. Fails with
+/// [`Error::InvalidConfig`] naming the path when the file is missing
+/// (skyrl-gym's text) or is not a database. The file is looked at only
+/// when opening fails, which saves a WASI `stat` per episode.
 pub fn open_read_only(path: &Path) -> Result<Connection> {
-    if !path.is_file() {
-        return Err(Error::config(format!(
-            "Database file not found at: {}",
-            path.display()
-        )));
-    }
-    let uri = format!("file:{}?immutable=1", uri_path(&path.to_string_lossy()));
+    let vfs = crate::vfs::name()
+        .map(|name| format!("&vfs={}", name.to_string_lossy()))
+        .unwrap_or_default();
+    let uri = format!(
+        "file:{}?immutable=1{vfs}",
+        uri_path(&path.to_string_lossy())
+    );
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let bad =
-        |e: rusqlite::Error| Error::config(format!("cannot open database {}: {e}", path.display()));
-    let conn = Connection::open_with_flags(uri, flags).map_err(bad)?;
-    conn.execute_batch(SESSION_PRAGMAS).map_err(bad)?;
-    // Reading the schema fails right away when the file is not a database.
-    conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
-        .map_err(bad)?;
-    Ok(conn)
+    let opened = Connection::open_with_flags(uri, flags).and_then(|conn| {
+        conn.execute_batch(SESSION_PRAGMAS)?;
+        // Reading the schema fails right away when the file is not a database.
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+        Ok(conn)
+    });
+    opened.map_err(|e| match path.is_file() {
+        false => Error::config(format!("Database file not found at: {}", path.display())),
+        true => Error::config(format!("cannot open database {}: {e}", path.display())),
+    })
 }
 
 /// What [`run`] does with rows past its row limit.

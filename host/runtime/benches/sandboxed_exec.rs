@@ -8,7 +8,9 @@
 //!   the same env code run natively.
 //!
 //! Run with `cargo bench -p skyrl-runtime --bench sandboxed_exec` after
-//! `scripts/build-plugins`. One thread; prints medians and ratios.
+//! `scripts/build-plugins`; `-- python` or `-- sql` runs one section. One
+//! thread; prints medians and ratios. `--bench vs_skyrl_gym` holds the same
+//! workloads against skyrl-gym's own Python code.
 
 mod common;
 
@@ -17,18 +19,14 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use skyrl_runtime::{
     EngineOptions, Message, Plugin, PluginEngine, ReadOnlyDir, SandboxLimits, SandboxPolicy,
     ToolRouter,
 };
 use skyrl_sdk::Environment;
 
-use common::{median, ms, plugin_path};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{first_sql_row, median, ms, plugin_path, repo};
 
 fn engine(cache: &Path) -> PluginEngine {
     engine_with(cache, SandboxLimits::default())
@@ -46,9 +44,27 @@ fn engine_with(cache: &Path, limits: SandboxLimits) -> PluginEngine {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--test" || a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--test" || a == "--quick");
     let runs = if quick { 3 } else { 30 };
+    // Section names given on the command line (`python`, `sql`) pick the
+    // sections to run; none given runs all.
+    let sections: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| sections.is_empty() || sections.contains(&name);
     let cache = tempfile::tempdir().expect("cache dir");
+    if wanted("python") {
+        bench_python(cache.path(), runs);
+    }
+    if wanted("sql") {
+        bench_sql(&engine(cache.path()), runs);
+    }
+}
+
+fn bench_python(cache: &Path, runs: usize) {
     let python_wasm = plugin_path("python");
     let bytes = std::fs::read(&python_wasm).expect("python.wasm");
 
@@ -57,10 +73,10 @@ fn main() {
         bytes.len() as f64 / 1e6
     );
     let start = Instant::now();
-    let cold_engine = engine(cache.path());
+    let cold_engine = engine(cache);
     Plugin::from_bytes(&cold_engine, &bytes, "python.wasm").expect("load");
     let cold = start.elapsed();
-    let warm_engine = engine(cache.path());
+    let warm_engine = engine(cache);
     let start = Instant::now();
     let plugin = Plugin::from_bytes(&warm_engine, &bytes, "python.wasm").expect("load");
     let hit = start.elapsed();
@@ -75,7 +91,7 @@ fn main() {
     let router = Arc::new(ToolRouter::new(vec![plugin]).expect("router"));
     // The same component with fuel metering (the default before deadlines
     // moved to epochs alone): what counting fuel costs guest code.
-    let metered_engine = engine_with(cache.path(), SandboxLimits::metered());
+    let metered_engine = engine_with(cache, SandboxLimits::metered());
     let metered = Plugin::from_bytes(&metered_engine, &bytes, "python.wasm").expect("load");
     let metered = ToolRouter::new(vec![metered]).expect("router");
     let python = real_python();
@@ -125,8 +141,6 @@ fn main() {
         );
     }
     println!("(ratio > 1: the sandbox is faster; fuel cost: time with fuel metering / without)");
-
-    bench_sql(&warm_engine, runs);
 }
 
 fn bench_sql(engine: &PluginEngine, runs: usize) {
@@ -141,7 +155,7 @@ fn bench_sql(engine: &PluginEngine, runs: usize) {
             ..SandboxPolicy::default()
         })
         .expect("policy");
-    let row = first_row();
+    let row = first_sql_row();
     let extras = json!({
         "db_id": row["db_id"],
         "data": row["data"],
@@ -211,10 +225,4 @@ fn real_python() -> PathBuf {
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     println!("baseline interpreter: {}", path.display());
     path
-}
-
-fn first_row() -> Value {
-    let text =
-        std::fs::read_to_string(repo().join("envs/text2sql/data/train.jsonl")).expect("dataset");
-    serde_json::from_str(text.lines().next().expect("a row")).expect("json row")
 }

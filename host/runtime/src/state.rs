@@ -73,7 +73,11 @@ impl HostState {
             .stderr(TracingOutput::new(plugin, Stream::Stderr))
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            .allow_ip_name_lookup(false)
+            // Granted files are read on the calling thread instead of a
+            // tokio blocking-pool hop per read (a SQLite page read cost a
+            // thread round trip). Set before the preopens, which copy it.
+            .allow_blocking_current_thread(true);
         for dir in &policy.read_only_dirs {
             builder
                 .preopened_dir(&dir.host, &dir.guest, FsPerms::ReadOnly)

@@ -1,6 +1,7 @@
 //! Python `str` semantics for plugins that must match skyrl-gym's Python
 //! exactly: code-point slicing, `str.isspace` (also Python `re`'s `\s`),
-//! `str.strip()`, `str.split()`, `str.isdigit` and `json.dumps` of a string.
+//! `str.strip()`, `str.split()`, `str.isdigit`, `json.dumps` of a string,
+//! and `re.search` of a tagged block.
 //!
 //! The tables follow CPython 3.11 (Unicode 14.0), the project venv's Python.
 //! They differ from Rust's `char::is_whitespace` (Python also counts
@@ -193,8 +194,44 @@ pub fn space_class() -> String {
     class
 }
 
+/// What Python's `re.search(OPEN + "(.*?)" + CLOSE, text, re.DOTALL)`
+/// captures for literal tags such as `<sql>` / `</sql>`: the leftmost match
+/// opens at the first `open` (when that one has no `close` after it, no
+/// later one has) and, being lazy, ends at the first `close` after it.
+/// A substring scan: a regex compiled afresh in every sandboxed instance
+/// cost more than the rest of an env step.
+pub fn first_block<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = text.find(open)? + open.len();
+    let len = text[start..].find(close)?;
+    Some(&text[start..start + len])
+}
+
 #[cfg(test)]
 mod tests {
+    use super::first_block;
+
+    /// Each case with what Python's `re.search(r"<sql>(.*?)</sql>", a,
+    /// re.DOTALL)` captures (checked with CPython 3.11).
+    #[test]
+    fn first_block_captures_what_python_re_does() {
+        for (text, python) in [
+            ("<sql>SELECT 1</sql>", Some("SELECT 1")),
+            (
+                "a<sql>\nSELECT\n 1 </sql>b<sql>2</sql>",
+                Some("\nSELECT\n 1 "),
+            ),
+            ("<sql><sql>x</sql>", Some("<sql>x")),
+            ("</sql><sql>y</sql>", Some("y")),
+            ("<sql></sql>", Some("")),
+            ("<sql>open only", None),
+            ("<sql>a<sql>b", None),
+            ("<SQL>upper</SQL>", None),
+            ("<sql>é</sql>", Some("é")),
+        ] {
+            assert_eq!(first_block(text, "<sql>", "</sql>"), python, "{text:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

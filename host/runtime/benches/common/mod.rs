@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 pub fn plugin_path(name: &str) -> PathBuf {
     let dir = std::env::var_os("SKYRL_PLUGIN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/plugins")
-        });
+        .unwrap_or_else(|| repo().join("artifacts/plugins"));
     let path = dir.join(format!("{name}.wasm"));
     if !path.exists() {
         eprintln!(
@@ -36,6 +34,18 @@ pub fn median(runs: usize, mut f: impl FnMut()) -> Duration {
         .collect();
     samples.sort();
     samples[runs / 2]
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The first row of the text2sql sample dataset (`envs/text2sql/data`).
+pub fn first_sql_row() -> serde_json::Value {
+    let text = std::fs::read_to_string(repo().join("envs/text2sql/data/train.jsonl"))
+        .expect("text2sql dataset");
+    serde_json::from_str(text.lines().next().expect("a row")).expect("json row")
 }
 
 /// Milliseconds as a float.
