@@ -488,3 +488,51 @@ fn a_custom_chat_template_is_refused_with_a_generator_plugin() {
         "{err}"
     );
 }
+
+#[test]
+fn episodes_per_instance_reuses_env_sandboxes_across_the_batch() {
+    use skyrl_rollout::config::PluginSandboxConfig;
+    use skyrl_rollout::sandbox::SandboxSettings;
+    let pe = PluginEngine::shared().unwrap();
+    let settings = |episodes: u32| {
+        let config: PluginSandboxConfig =
+            serde_json::from_value(json!({ "episodes_per_instance": episodes })).unwrap();
+        std::collections::BTreeMap::from([("good".to_string(), config)])
+    };
+    let zero = settings(0);
+    let err = SandboxSettings::new(&zero)
+        .apply(plugin(&pe, "hostile"), Some("good"))
+        .err()
+        .expect("0 is refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("environment.sandbox.good") && text.contains("episodes_per_instance"),
+        "{text}"
+    );
+
+    let eight = settings(8);
+    let good = SandboxSettings::new(&eight)
+        .apply(plugin(&pe, "hostile"), Some("good"))
+        .unwrap();
+    assert_eq!(good.episodes_per_instance(), 8);
+    let (engine, tok, _, _dir) = setup();
+    let mut envs = PluginSet::default();
+    envs.insert("good", good.clone(), json!({"attack": "none"}));
+    let generator = Generator::new(envs, 2).unwrap();
+    let reqs: Vec<_> = (0..6).map(|_| request("good")).collect();
+    let out = generator
+        .generate(&engine, &tok, &reqs, &params(1, 512))
+        .unwrap();
+    assert!(
+        out.rewards.iter().all(|r| r.iter().sum::<f32>() == 1.0),
+        "{:?}",
+        out.rewards
+    );
+    // The batch's six sandboxes wait for the next batch, which takes them
+    // and hands them back again.
+    assert_eq!(good.idle_env_instances(), 6);
+    generator
+        .generate(&engine, &tok, &reqs, &params(1, 512))
+        .unwrap();
+    assert_eq!(good.idle_env_instances(), 6);
+}

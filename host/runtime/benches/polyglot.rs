@@ -42,14 +42,15 @@ fn main() {
     )];
     let action = "48 + 24 = 72\n#### 72";
     println!(
-        "{:<11} {:>9} {:>12} {:>10} {:>14} {:>10} {:>12}",
+        "{:<11} {:>9} {:>12} {:>10} {:>14} {:>10} {:>12} {:>22}",
         "language",
         "size (MB)",
         "compile (ms)",
         "load (ms)",
         "instantiate",
         "step (us)",
-        "episode (ms)"
+        "episode (ms)",
+        "reused (ms)"
     );
     let mut rust_episode = None;
     for (language, name) in IMPLEMENTATIONS {
@@ -75,20 +76,33 @@ fn main() {
             env.step(action).expect("step");
             env.close().expect("close");
         });
+        // The same episode with sandboxes reused (episodes_per_instance).
+        let reusing = plugin.clone().with_episodes_per_instance(u32::MAX);
+        let reused = median(runs, || {
+            let mut env = reusing.create_env(&json!({}), &extras).expect("create");
+            env.init(&prompt).expect("init");
+            env.step(action).expect("step");
+            env.close().expect("close");
+        });
         let vs_rust = *rust_episode.get_or_insert(episode);
         println!(
-            "{language:<11} {:>9.2} {:>12.0} {:>10.1} {:>11.3} ms {:>10.1} {:>8.3} ({:.1}x rust)",
+            "{language:<11} {:>9.2} {:>12.0} {:>10.1} {:>11.3} ms {:>10.1} {:>8.3} ({:.1}x rust) {:>8.3} ({:.1}x faster)",
             bytes.len() as f64 / 1e6,
             ms(compile),
             ms(load),
             ms(instantiate),
             step.as_secs_f64() * 1e6,
             ms(episode),
-            episode.as_secs_f64() / vs_rust.as_secs_f64()
+            episode.as_secs_f64() / vs_rust.as_secs_f64(),
+            ms(reused),
+            episode.as_secs_f64() / reused.as_secs_f64()
         );
     }
     println!(
         "compile: first load, nothing cached; load: precompiled disk-cache hit in a new engine;"
     );
-    println!("instantiate: create_env (fresh sandbox, pooled memory); episode: create + init + step + close.");
+    println!("instantiate: create_env (fresh sandbox, pooled memory); episode: create + init + step + close;");
+    println!(
+        "reused: the same episode in a sandbox an earlier episode closed (episodes_per_instance)."
+    );
 }

@@ -10,6 +10,10 @@
 //!   skyrl-gym's `PythonCodeExecutorToolGroup().python(code)` (a `python -c`
 //!   spawn with the venv's `python` first on PATH, as in a SkyRL venv).
 //!
+//! The episodes run twice: in a fresh sandbox each, and in sandboxes an
+//! earlier episode closed (`episodes_per_instance`), which is how skyrl-gym
+//! runs them (one Python process, no instantiation per episode).
+//!
 //! Both sides time single episodes or calls and report medians after a
 //! warm-up. Run with `cargo bench -p skyrl-runtime --bench vs_skyrl_gym`
 //! after `scripts/setup` and `scripts/build-plugins`; `--quick` for a few
@@ -137,12 +141,18 @@ fn main() {
 
     let prompt = [Message::user(prompt_text)];
     let gsm8k = Plugin::load(&engine, &plugin_path("gsm8k")).expect("gsm8k.wasm");
-    let gsm8k_time = median(episodes, || {
-        let mut env = gsm8k.create_env(&json!({}), &gsm8k_extras).expect("create");
-        env.init(&prompt).expect("init");
-        assert_eq!(env.step(GSM8K_ACTION).expect("step").reward, 1.0);
-        env.close().expect("close");
-    });
+    let gsm8k_episode = |plugin: &Plugin| {
+        median(episodes, || {
+            let mut env = plugin
+                .create_env(&json!({}), &gsm8k_extras)
+                .expect("create");
+            env.init(&prompt).expect("init");
+            assert_eq!(env.step(GSM8K_ACTION).expect("step").reward, 1.0);
+            env.close().expect("close");
+        })
+    };
+    let gsm8k_time = gsm8k_episode(&gsm8k);
+    let gsm8k_reused = gsm8k_episode(&gsm8k.clone().with_episodes_per_instance(u32::MAX));
 
     let text2sql = Plugin::load(&engine, &plugin_path("text2sql"))
         .expect("text2sql.wasm")
@@ -156,15 +166,17 @@ fn main() {
         })
         .expect("policy");
     let sql_config = json!({"db_path": root.path()});
-    let sql_time = median(episodes, || {
-        let mut env = text2sql
-            .create_env(&sql_config, &sql_extras)
-            .expect("create");
-        env.init(&prompt).expect("init");
-        let out = env.step(&sql_action).expect("step");
-        assert!(out.observations[0].content.contains("<observation>"));
-        env.close().expect("close");
-    });
+    let sql_episode = |plugin: &Plugin| {
+        median(episodes, || {
+            let mut env = plugin.create_env(&sql_config, &sql_extras).expect("create");
+            env.init(&prompt).expect("init");
+            let out = env.step(&sql_action).expect("step");
+            assert!(out.observations[0].content.contains("<observation>"));
+            env.close().expect("close");
+        })
+    };
+    let sql_time = sql_episode(&text2sql);
+    let sql_reused = sql_episode(&text2sql.clone().with_episodes_per_instance(u32::MAX));
 
     let python_tool = Plugin::load(&engine, &plugin_path("python")).expect("python.wasm");
     let router = ToolRouter::new(vec![python_tool]).expect("router");
@@ -190,7 +202,9 @@ fn main() {
             gsm8k_time,
             gym.gsm8k,
         ),
+        ("  the same, sandbox reused", gsm8k_reused, gym.gsm8k),
         ("text2sql episode (one <sql> step)", sql_time, gym.text2sql),
+        ("  the same, sandbox reused", sql_reused, gym.text2sql),
     ];
     for ((label, _), (ours, theirs)) in PROGRAMS.iter().zip(program_times.iter().zip(&gym.programs))
     {

@@ -151,6 +151,12 @@ impl PluginEngine {
         self.inner.metered
     }
 
+    /// Most env sandboxes one plugin keeps idle between episodes: a quarter
+    /// of the pooled instance slots.
+    pub(crate) fn max_idle_per_plugin(&self) -> usize {
+        (self.inner.options.pool_size / 4).max(1) as usize
+    }
+
     /// Whether the pooling allocator is in use.
     pub fn is_pooled(&self) -> bool {
         self.inner.pooled

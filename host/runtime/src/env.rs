@@ -1,13 +1,14 @@
 //! A live environment episode inside its own sandbox.
 
+use std::sync::Arc;
+
 use wasmtime::component::ResourceAny;
 
-use crate::bindings::env_world::EnvironmentPlugin;
 use crate::bindings::types;
 use crate::error::Result;
 use crate::metadata::World;
 use crate::plugin::Plugin;
-use crate::sandbox::Sandbox;
+use crate::warm::{WarmEnv, WarmEnvs};
 use crate::Message;
 
 /// What `init` returns.
@@ -26,14 +27,20 @@ pub struct StepOutput {
     pub metadata: serde_json::Value,
 }
 
-/// One environment (one trajectory) in a fresh sandbox.
+/// One environment (one trajectory) in its sandbox: a fresh one, or with
+/// `episodes_per_instance` above 1 ([`Plugin::with_episodes_per_instance`]),
+/// one whose earlier episode closed cleanly.
 ///
 /// Calls after a trap fail with [`PluginError::Poisoned`](crate::PluginError::Poisoned);
 /// the rest of the process is unaffected.
 pub struct EnvInstance {
-    sandbox: Sandbox,
-    bindings: EnvironmentPlugin,
+    plugin: String,
+    /// The sandbox and its bindings; `None` once a clean close handed them
+    /// back to the plugin's warm pool.
+    live: Option<WarmEnv>,
     env: Option<ResourceAny>,
+    /// Where a clean close returns the sandbox (reuse enabled).
+    pool: Option<Arc<WarmEnvs>>,
 }
 
 impl Plugin {
@@ -48,20 +55,45 @@ impl Plugin {
             .env
             .as_ref()
             .ok_or_else(|| self.wrong_world(World::EnvironmentPlugin))?;
-        let mut sandbox = self.sandbox()?;
-        let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+        let mut live = match self.warm.as_ref().and_then(|pool| pool.take()) {
+            Some(warm) => warm,
+            None => {
+                let mut sandbox = self.sandbox()?;
+                let bindings = sandbox.call("instantiate", |s| pre.instantiate(s))?;
+                WarmEnv {
+                    sandbox,
+                    bindings,
+                    episodes: 0,
+                }
+            }
+        };
+        live.episodes += 1;
         let (config, extras) = (config.to_string(), extras.to_string());
+        let WarmEnv {
+            sandbox, bindings, ..
+        } = &mut live;
         let created = sandbox.call("create", |s| {
             bindings
                 .skyrl_plugin_environment()
                 .env()
                 .call_create(s, &config, &extras)
         })?;
-        let env = created.map_err(|e| sandbox.guest_error("create", e))?;
+        let env = match created {
+            Ok(env) => env,
+            Err(e) => {
+                let err = live.sandbox.guest_error("create", e);
+                // The guest refused the config; the instance itself is sound.
+                if let Some(pool) = &self.warm {
+                    pool.give_back(live);
+                }
+                return Err(err);
+            }
+        };
         Ok(EnvInstance {
-            sandbox,
-            bindings,
+            plugin: self.name().to_string(),
+            live: Some(live),
             env: Some(env),
+            pool: self.warm.clone(),
         })
     }
 }
@@ -69,78 +101,97 @@ impl Plugin {
 impl EnvInstance {
     /// The plugin's name.
     pub fn plugin(&self) -> &str {
-        self.sandbox.plugin()
+        &self.plugin
     }
 
-    fn handle(&self) -> Result<ResourceAny> {
-        self.env
-            .ok_or_else(|| crate::PluginError::Host("environment already closed".into()))
+    /// The open episode's resource and sandbox.
+    fn open(&mut self) -> Result<(ResourceAny, &mut WarmEnv)> {
+        let closed = || crate::PluginError::Host("environment already closed".into());
+        let env = self.env.ok_or_else(closed)?;
+        Ok((env, self.live.as_mut().ok_or_else(closed)?))
     }
 
     /// Start the episode; returns the (possibly rewritten) prompt.
     pub fn init(&mut self, prompt: &[Message]) -> Result<InitOutput> {
-        let env = self.handle()?;
+        let (
+            env,
+            WarmEnv {
+                sandbox, bindings, ..
+            },
+        ) = self.open()?;
         let prompt: Vec<types::Message> = prompt.iter().map(to_wit).collect();
-        let bindings = &self.bindings;
-        let out = self
-            .sandbox
+        let out = sandbox
             .call("init", |s| {
                 bindings
                     .skyrl_plugin_environment()
                     .env()
                     .call_init(s, env, &prompt)
             })?
-            .map_err(|e| self.sandbox.guest_error("init", e))?;
+            .map_err(|e| sandbox.guest_error("init", e))?;
         Ok(InitOutput {
             prompt: out.prompt.into_iter().map(from_wit).collect(),
-            metadata: self.sandbox.parse_json("init", &out.metadata_json)?,
+            metadata: sandbox.parse_json("init", &out.metadata_json)?,
         })
     }
 
     /// Apply one model action.
     pub fn step(&mut self, action: &str) -> Result<StepOutput> {
-        let env = self.handle()?;
-        let bindings = &self.bindings;
-        let out = self
-            .sandbox
+        let (
+            env,
+            WarmEnv {
+                sandbox, bindings, ..
+            },
+        ) = self.open()?;
+        let out = sandbox
             .call("step", |s| {
                 bindings
                     .skyrl_plugin_environment()
                     .env()
                     .call_step(s, env, action)
             })?
-            .map_err(|e| self.sandbox.guest_error("step", e))?;
+            .map_err(|e| sandbox.guest_error("step", e))?;
         Ok(StepOutput {
             observations: out.observations.into_iter().map(from_wit).collect(),
             reward: out.reward,
             done: out.done,
-            metadata: self.sandbox.parse_json("step", &out.metadata_json)?,
+            metadata: sandbox.parse_json("step", &out.metadata_json)?,
         })
     }
 
     /// The episode's metrics (a JSON object).
     pub fn metrics(&mut self) -> Result<serde_json::Value> {
-        let env = self.handle()?;
-        let bindings = &self.bindings;
-        let text = self.sandbox.call("metrics", |s| {
+        let (
+            env,
+            WarmEnv {
+                sandbox, bindings, ..
+            },
+        ) = self.open()?;
+        let text = sandbox.call("metrics", |s| {
             bindings
                 .skyrl_plugin_environment()
                 .env()
                 .call_metrics(s, env)
         })?;
-        self.sandbox.parse_json("metrics", &text)
+        sandbox.parse_json("metrics", &text)
     }
 
-    /// End the episode and release the guest resource.
+    /// End the episode and release the guest resource. With reuse enabled,
+    /// a cleanly closed sandbox goes back to the plugin for a later episode.
     pub fn close(&mut self) -> Result<()> {
-        let Some(env) = self.env.take() else {
+        let (Some(env), Some(live)) = (self.env.take(), self.live.as_mut()) else {
             return Ok(());
         };
-        let bindings = &self.bindings;
-        self.sandbox.call("close", |s| {
+        let WarmEnv {
+            sandbox, bindings, ..
+        } = live;
+        sandbox.call("close", |s| {
             bindings.skyrl_plugin_environment().env().call_close(s, env)
         })?;
-        self.sandbox.call("drop", |s| env.resource_drop(s))
+        sandbox.call("drop", |s| env.resource_drop(s))?;
+        if let (Some(pool), Some(live)) = (&self.pool, self.live.take()) {
+            pool.give_back(live);
+        }
+        Ok(())
     }
 }
 

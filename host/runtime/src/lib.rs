@@ -28,6 +28,7 @@ mod sandbox;
 mod state;
 mod stdio;
 mod tool;
+mod warm;
 
 pub use algorithm::{
     AdvantageCall, AdvantageInstance, AdvantageResult, LossCall, LossResult, Matrix,

@@ -19,6 +19,9 @@ pub(crate) struct Sandbox {
     /// Whether the engine counts fuel (else only the deadline applies).
     metered: bool,
     poisoned: bool,
+    /// A call had memory growth denied (even one the guest survived): the
+    /// instance's state is suspect, so it is never reused.
+    memory_denied: bool,
 }
 
 impl Sandbox {
@@ -47,6 +50,7 @@ impl Sandbox {
             limits: limits.clone(),
             metered: engine.is_metered(),
             poisoned: false,
+            memory_denied: false,
         })
     }
 
@@ -67,13 +71,21 @@ impl Sandbox {
             });
         }
         self.arm()?;
-        match f(&mut self.store) {
+        let result = f(&mut self.store);
+        self.memory_denied |= self.store.data().limiter.hit;
+        match result {
             Ok(value) => Ok(value),
             Err(err) => {
                 self.poisoned = true;
                 Err(self.classify(call, err))
             }
         }
+    }
+
+    /// Whether another episode may run in this instance: no call trapped
+    /// and none had memory growth denied.
+    pub(crate) fn reusable(&self) -> bool {
+        !self.poisoned && !self.memory_denied
     }
 
     fn arm(&mut self) -> Result<()> {

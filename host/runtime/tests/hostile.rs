@@ -223,3 +223,65 @@ fn bad_config_is_a_guest_error_not_a_trap() {
         "{err:?}"
     );
 }
+
+#[test]
+fn reused_sandboxes_serve_their_episodes_and_a_hostile_one_is_discarded() {
+    let engine = common::engine(common::tight_limits());
+    let plugin = common::load(&engine, "hostile").with_episodes_per_instance(3);
+    assert_eq!(plugin.episodes_per_instance(), 3);
+    let episode = |attack: &str| {
+        let mut env = plugin
+            .create_env(&json!({ "attack": attack }), &json!({}))
+            .expect("create");
+        env.init(&[Message::user("go")]).expect("init");
+        let out = env.step("x");
+        if out.is_ok() {
+            env.close().expect("close");
+        }
+        out
+    };
+    // The guest counts the episodes its instance created (a module global).
+    let count = |out: skyrl_runtime::Result<skyrl_runtime::StepOutput>| {
+        out.expect("harmless step").metadata["instance_episodes"]
+            .as_u64()
+            .expect("instance_episodes")
+    };
+    let seen: Vec<u64> = (0..4).map(|_| count(episode("none"))).collect();
+    assert_eq!(
+        seen,
+        [1, 2, 3, 1],
+        "three episodes per sandbox, then a fresh one"
+    );
+    assert_eq!(plugin.idle_env_instances(), 1);
+
+    // A trap, a memory bomb or running out of fuel discards the (reused)
+    // sandbox it hit; the next episode gets a fresh one.
+    for attack in ["trap", "membomb", "loop"] {
+        assert_eq!(plugin.idle_env_instances(), 1, "{attack}");
+        assert!(episode(attack).is_err(), "{attack}");
+        assert_eq!(plugin.idle_env_instances(), 0, "{attack}");
+        assert_eq!(count(episode("none")), 1, "after {attack}: a fresh sandbox");
+    }
+    // An episode dropped without close does not hand its sandbox back.
+    drop(plugin.create_env(&json!({}), &json!({})).expect("create"));
+    assert_eq!(plugin.idle_env_instances(), 0);
+
+    // New limits start an empty pool: no sandbox built under the old ones
+    // serves an episode under the new ones.
+    assert_eq!(count(episode("none")), 1);
+    assert_eq!(plugin.idle_env_instances(), 1);
+    let relimited = plugin.clone().with_limits(common::tight_limits());
+    assert_eq!(relimited.idle_env_instances(), 0);
+    assert_eq!(relimited.episodes_per_instance(), 3);
+
+    // The default: a fresh sandbox per episode.
+    let fresh = common::load(&engine, "hostile");
+    assert_eq!(fresh.episodes_per_instance(), 1);
+    for _ in 0..2 {
+        let mut env = fresh.create_env(&json!({}), &json!({})).unwrap();
+        env.init(&[Message::user("go")]).unwrap();
+        assert_eq!(count(env.step("x")), 1);
+        env.close().unwrap();
+    }
+    assert_eq!(fresh.idle_env_instances(), 0);
+}

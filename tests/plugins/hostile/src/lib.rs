@@ -4,7 +4,7 @@
 //!
 //! | attack        | behaviour at `step`                                              |
 //! |---------------|------------------------------------------------------------------|
-//! | `none`        | well behaved: logs one line, reward 1.0, done                    |
+//! | `none`        | well behaved: logs one line, reward 1.0, done; metadata `instance_episodes`: episodes this instance has created |
 //! | `loop`        | spins forever                                                    |
 //! | `membomb`     | allocates and touches 16 MiB chunks until allocation fails       |
 //! | `recursion`   | unbounded non-tail recursion until the wasm call stack runs out  |
@@ -14,6 +14,7 @@
 //! `create` and `init` always behave; an unknown attack is `invalid-config`.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -49,7 +50,13 @@ pub struct Config {
 /// A hostile episode.
 pub struct Hostile {
     attack: Attack,
+    /// Episodes created in this instance so far, this one included.
+    instance_episodes: u32,
 }
+
+/// Episodes created in this instance (a module global, so it shows whether
+/// the host reused the sandbox).
+static EPISODES_CREATED: AtomicU32 = AtomicU32::new(0);
 
 /// Size of one `membomb` chunk.
 pub const CHUNK_BYTES: usize = 16 << 20;
@@ -99,6 +106,7 @@ impl Environment for Hostile {
         let config: Config = parse_config(config)?;
         Ok(Self {
             attack: config.attack,
+            instance_episodes: EPISODES_CREATED.fetch_add(1, Ordering::Relaxed) + 1,
         })
     }
 
@@ -106,7 +114,8 @@ impl Environment for Hostile {
         match self.attack {
             Attack::None => {
                 skyrl_sdk::info!("hostile plugin in harmless mode");
-                Ok(StepOutput::done(1.0))
+                Ok(StepOutput::done(1.0)
+                    .with_metadata(json!({ "instance_episodes": self.instance_episodes })))
             }
             Attack::Loop => spin_forever(),
             Attack::Membomb => allocate_forever(),
