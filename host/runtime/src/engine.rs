@@ -33,19 +33,47 @@ pub struct EngineOptions {
     pub limits: SandboxLimits,
     /// Use the pooling instance allocator when the OS allows it.
     pub pooling: bool,
-    /// Maximum number of simultaneously live instances with pooling.
+    /// Maximum number of simultaneously live instances (sandboxes) with
+    /// pooling; [`DEFAULT_POOL_SIZE`] by default. A run with more episodes in
+    /// flight needs more ([`EngineOptions::for_live_instances`]).
     pub pool_size: u32,
     /// Where compiled components are cached; `None` disables the disk cache.
     pub cache_dir: Option<PathBuf>,
 }
+
+/// Sandboxes live at once in an engine with default options.
+pub const DEFAULT_POOL_SIZE: u32 = 256;
+
+/// Core module instances per component the pool allows (a componentize-py
+/// component links 14).
+const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 
 impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             limits: SandboxLimits::default(),
             pooling: true,
-            pool_size: 256,
+            pool_size: DEFAULT_POOL_SIZE,
             cache_dir: ComponentCache::default_dir(),
+        }
+    }
+}
+
+impl EngineOptions {
+    /// Default options (fuel metering when `metered`) with a pool holding
+    /// `live` sandboxes at once (at least [`DEFAULT_POOL_SIZE`]), plus a
+    /// third on top for env sandboxes kept idle between episodes.
+    pub fn for_live_instances(live: usize, metered: bool) -> Self {
+        let with_idle = live.saturating_add(live / 3);
+        Self {
+            limits: match metered {
+                true => SandboxLimits::metered(),
+                false => SandboxLimits::default(),
+            },
+            pool_size: u32::try_from(with_idle)
+                .unwrap_or(u32::MAX)
+                .max(DEFAULT_POOL_SIZE),
+            ..Self::default()
         }
     }
 }
@@ -180,11 +208,15 @@ fn engine_config(options: &EngineOptions, pooling: bool) -> Config {
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(options.pool_size)
-            .total_core_instances(options.pool_size * 4)
-            .total_memories(options.pool_size * 2)
-            .total_tables(options.pool_size * 4)
+            .total_core_instances(
+                options
+                    .pool_size
+                    .saturating_mul(CORE_INSTANCES_PER_COMPONENT),
+            )
+            .total_memories(options.pool_size.saturating_mul(2))
+            .total_tables(options.pool_size.saturating_mul(4))
             .total_stacks(options.pool_size)
-            .max_core_instances_per_component(32)
+            .max_core_instances_per_component(2 * CORE_INSTANCES_PER_COMPONENT)
             .max_memories_per_component(4)
             .max_tables_per_component(8)
             .max_memory_size(options.limits.memory_bytes)

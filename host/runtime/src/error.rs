@@ -59,6 +59,11 @@ pub enum PluginError {
         call: String,
         reason: String,
     },
+    #[error(
+        "no free sandbox for plugin {plugin}: {reason}; more sandboxes are live at once than \
+         the engine's pool_size (EngineOptions::pool_size; skyrl train sizes it from the batch)"
+    )]
+    PoolExhausted { plugin: String, reason: String },
     #[error("plugin {plugin} is unusable after an earlier trap; create a new instance")]
     Poisoned { plugin: String },
     #[error("plugin {plugin} reported {kind:?} during {call}: {message}")]

@@ -35,7 +35,7 @@ pub use algorithm::{
     PolicyLossInstance,
 };
 pub use cache::{CacheOutcome, ComponentCache};
-pub use engine::{EngineOptions, PluginEngine};
+pub use engine::{EngineOptions, PluginEngine, DEFAULT_POOL_SIZE};
 pub use env::{EnvInstance, InitOutput, StepOutput};
 pub use error::{GuestErrorKind, PluginError, Result};
 pub use generator::{

@@ -114,6 +114,12 @@ impl Sandbox {
                 limit_bytes: self.limits.memory_bytes,
             };
         }
+        if let Some(limit) = err.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+            return PluginError::PoolExhausted {
+                plugin,
+                reason: limit.to_string(),
+            };
+        }
         match err.downcast_ref::<Trap>() {
             Some(Trap::OutOfFuel) => PluginError::OutOfFuel {
                 plugin,

@@ -285,3 +285,39 @@ fn reused_sandboxes_serve_their_episodes_and_a_hostile_one_is_discarded() {
     }
     assert_eq!(fresh.idle_env_instances(), 0);
 }
+
+#[test]
+fn more_live_sandboxes_than_the_pool_holds_is_a_clear_error() {
+    let engine = skyrl_runtime::PluginEngine::new(skyrl_runtime::EngineOptions {
+        pool_size: 4,
+        cache_dir: None,
+        ..skyrl_runtime::EngineOptions::default()
+    })
+    .expect("engine");
+    let plugin = common::load(&engine, "hostile");
+    let live: Vec<_> = (0..4)
+        .map(|_| {
+            plugin
+                .create_env(&json!({}), &json!({}))
+                .expect("a free slot")
+        })
+        .collect();
+    let err = plugin
+        .create_env(&json!({}), &json!({}))
+        .err()
+        .expect("the pool is full");
+    assert!(matches!(err, PluginError::PoolExhausted { .. }), "{err:?}");
+    assert!(err.to_string().contains("pool_size"), "{err}");
+    drop(live);
+    plugin
+        .create_env(&json!({}), &json!({}))
+        .expect("closed sandboxes free their slots");
+
+    // Sized for a run: every live episode plus a third for idle ones.
+    let sized = skyrl_runtime::EngineOptions::for_live_instances(3000, false);
+    assert_eq!(sized.pool_size, 4000);
+    assert_eq!(
+        skyrl_runtime::EngineOptions::for_live_instances(10, true).pool_size,
+        skyrl_runtime::DEFAULT_POOL_SIZE
+    );
+}

@@ -9,8 +9,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use skyrl_rollout::sandbox::{wants_fuel, wire_tools, SandboxSettings};
 use skyrl_rollout::PluginSet;
-use skyrl_runtime::{Plugin, PluginEngine, ToolRouter};
-use skyrl_train::config::{load_config, SkyrlConfig};
+use skyrl_runtime::{EngineOptions, Plugin, PluginEngine, ToolRouter};
+use skyrl_train::config::{load_config, SkyrlConfig, TrainingMode};
 use skyrl_train::trainer::{evaluate_only, train, TrainOptions};
 
 use crate::plugin_source::{resolve_plugin_files, LockArgs};
@@ -140,10 +140,10 @@ impl<'a> PluginSources<'a> {
         let mut files = resolve_plugin_files(&all, lock)?.into_iter();
         let mut next = || files.next().expect("one file per source");
         // Fuel is compiled into plugins: only runs that ask for it pay for it.
-        let engine = match wants_fuel(&cfg.environment.sandbox) {
-            true => PluginEngine::shared_metered()?,
-            false => PluginEngine::shared()?,
-        };
+        let engine = PluginEngine::new(EngineOptions::for_live_instances(
+            live_sandboxes(cfg),
+            wants_fuel(&cfg.environment.sandbox),
+        ))?;
         let mut sandbox = SandboxSettings::new(&cfg.environment.sandbox);
         let load = |source: &str, path: &std::path::Path, what: &str| {
             Plugin::load(&engine, path)
@@ -277,4 +277,51 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         println!("checkpoint: {}", p.display());
     }
     Ok(())
+}
+
+/// Sandboxes a run may hold at once: an env per trajectory in flight (a
+/// whole generation batch is live together; the pipelined modes may run an
+/// evaluation batch beside their rollouts, and fully_async generates
+/// `num_parallel_generation_workers` groups at a time), plus the tool and
+/// reward calls the env workers make, each in a fresh instance.
+fn live_sandboxes(cfg: &SkyrlConfig) -> usize {
+    let samples = cfg
+        .generator
+        .n_samples_per_prompt
+        .max(cfg.generator.eval_n_samples_per_prompt);
+    let (train, eval) = (cfg.trainer.train_batch_size, cfg.trainer.eval_batch_size);
+    let groups = match cfg.trainer.training_mode {
+        TrainingMode::Sync => train.max(eval),
+        TrainingMode::OneStepOff => train + eval,
+        TrainingMode::FullyAsync => cfg.trainer.fully_async.num_parallel_generation_workers + eval,
+    };
+    let calls = 2 * cfg.environment.skyrl_gym.max_env_workers;
+    groups
+        .max(1)
+        .saturating_mul(samples.max(1))
+        .saturating_add(calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plugin_pool_holds_a_whole_batch_of_episodes() {
+        let mut cfg = SkyrlConfig::default();
+        cfg.trainer.train_batch_size = 1024;
+        cfg.trainer.eval_batch_size = 64;
+        cfg.generator.n_samples_per_prompt = 5;
+        cfg.generator.eval_n_samples_per_prompt = 1;
+        cfg.environment.skyrl_gym.max_env_workers = 32;
+        // SkyRL's usual GRPO batch: 5120 episodes live together, plus calls.
+        assert_eq!(live_sandboxes(&cfg), 1024 * 5 + 64);
+        cfg.trainer.training_mode = TrainingMode::OneStepOff;
+        assert_eq!(live_sandboxes(&cfg), (1024 + 64) * 5 + 64);
+        cfg.trainer.training_mode = TrainingMode::FullyAsync;
+        cfg.trainer.fully_async.num_parallel_generation_workers = 8;
+        assert_eq!(live_sandboxes(&cfg), (8 + 64) * 5 + 64);
+        let options = EngineOptions::for_live_instances(live_sandboxes(&cfg), false);
+        assert!(options.pool_size as usize >= live_sandboxes(&cfg));
+    }
 }
