@@ -71,13 +71,20 @@ fn main() {
         RunMode::Bench => THROUGHPUT_RUN,
         RunMode::Smoke => THROUGHPUT_SMOKE_RUN,
     };
+    // The last row reuses sandboxes across episodes (episodes_per_instance).
     let throughput: Vec<ThroughputRow> = [
-        (&gsm8k, &pooled, "pooling"),
-        (&string_transform, &pooled, "pooling"),
-        (&gsm8k, &on_demand, "on-demand"),
+        (&gsm8k, &pooled, "pooling", 1),
+        (&string_transform, &pooled, "pooling", 1),
+        (&gsm8k, &on_demand, "on-demand", 1),
+        (&gsm8k, &pooled, "pooling, reused", u32::MAX),
     ]
     .into_iter()
-    .map(|(episode, engine, allocator)| measure_throughput(episode, engine, allocator, run_for))
+    .map(|(episode, engine, allocator, episodes_per_instance)| {
+        let plugin = episode
+            .load_checked(engine)
+            .with_episodes_per_instance(episodes_per_instance);
+        measure_throughput(episode, &plugin, allocator, run_for)
+    })
     .collect();
 
     if mode == RunMode::Smoke {
@@ -450,16 +457,15 @@ struct RunResult {
 
 fn measure_throughput(
     episode: &Episode,
-    engine: &PluginEngine,
+    plugin: &Plugin,
     allocator: &str,
     run_for: Duration,
 ) -> ThroughputRow {
     let label = format!("{} ({allocator})", episode.name);
-    let plugin = episode.load_checked(engine);
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    episodes_per_second(&plugin, episode, 1, run_for / 5); // warm up
-    let single = episodes_per_second(&plugin, episode, 1, run_for);
-    let all = episodes_per_second(&plugin, episode, threads, run_for);
+    episodes_per_second(plugin, episode, 1, run_for / 5); // warm up
+    let single = episodes_per_second(plugin, episode, 1, run_for);
+    let all = episodes_per_second(plugin, episode, threads, run_for);
     println!(
         "throughput/{label:<28} 1 thread: {:>7.0} episodes/s   {threads} threads: {:>7.0} episodes/s",
         single.episodes_per_second, all.episodes_per_second

@@ -9,6 +9,7 @@
 //! instance whose episode closed cleanly is kept: a trap, a deadline, or a
 //! denied memory growth discards it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::bindings::env_world::EnvironmentPlugin;
@@ -22,13 +23,28 @@ pub(crate) struct WarmEnv {
     pub(crate) episodes: u32,
 }
 
+/// Shards of a pool: a thread returns and takes instances in its own shard
+/// first, so an instance keeps running on the core whose caches hold its
+/// memory and threads do not contend for one lock.
+const SHARDS: usize = 16;
+
+thread_local! {
+    /// This thread's shard, assigned round-robin on first use.
+    static SHARD: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS
+    };
+}
+
 /// One plugin's idle instances.
 pub(crate) struct WarmEnvs {
     episodes_per_instance: u32,
     /// Most idle instances kept; more are dropped on close. Each holds a
     /// pooled allocator slot and its resident memory.
     max_idle: usize,
-    idle: Mutex<Vec<WarmEnv>>,
+    /// Idle instances in all shards (bounds them by `max_idle`).
+    idle_count: AtomicUsize,
+    shards: [Mutex<Vec<WarmEnv>>; SHARDS],
 }
 
 impl WarmEnvs {
@@ -40,7 +56,8 @@ impl WarmEnvs {
             Arc::new(Self {
                 episodes_per_instance,
                 max_idle,
-                idle: Mutex::new(Vec::new()),
+                idle_count: AtomicUsize::new(0),
+                shards: std::array::from_fn(|_| Mutex::new(Vec::new())),
             })
         })
     }
@@ -49,10 +66,18 @@ impl WarmEnvs {
         self.episodes_per_instance
     }
 
-    /// An idle instance, most recently used first (its memory is the most
-    /// likely still in cache).
+    /// An idle instance: this thread's most recently returned one first (its
+    /// memory is the most likely still in cache), else any other shard's.
     pub(crate) fn take(&self) -> Option<WarmEnv> {
-        self.lock().pop()
+        if self.idle_count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let own = SHARD.with(|shard| *shard);
+        let found = (0..SHARDS).find_map(|i| lock(&self.shards[(own + i) % SHARDS]).pop());
+        if found.is_some() {
+            self.idle_count.fetch_sub(1, Ordering::AcqRel);
+        }
+        found
     }
 
     /// Keep `warm` for a later episode when it has episodes left, is
@@ -61,19 +86,23 @@ impl WarmEnvs {
         if warm.episodes >= self.episodes_per_instance || !warm.sandbox.reusable() {
             return;
         }
-        let mut idle = self.lock();
-        if idle.len() < self.max_idle {
-            idle.push(warm);
+        let reserved = self
+            .idle_count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_idle).then_some(n + 1)
+            });
+        if reserved.is_ok() {
+            lock(&self.shards[SHARD.with(|shard| *shard)]).push(warm);
         }
     }
 
     /// How many instances are idle now.
     pub(crate) fn idle(&self) -> usize {
-        self.lock().len()
+        self.idle_count.load(Ordering::Acquire)
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<WarmEnv>> {
-        // A panic while holding the lock leaves a plain Vec: still usable.
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
-    }
+fn lock(shard: &Mutex<Vec<WarmEnv>>) -> std::sync::MutexGuard<'_, Vec<WarmEnv>> {
+    // A panic while holding the lock leaves a plain Vec: still usable.
+    shard.lock().unwrap_or_else(|e| e.into_inner())
 }
