@@ -122,20 +122,17 @@ fn configure(plugin: Plugin, config: &PluginSandboxConfig) -> anyhow::Result<Plu
             "http_timeout_ms / http_max_response_bytes are set, but allowed_hosts grants no host"
         );
     }
-    let episodes_per_instance = match config.episodes_per_instance {
-        Some(0) => {
-            bail!("episodes_per_instance must be at least 1 (1: a fresh sandbox per episode)")
-        }
-        Some(n) => n,
-        None => plugin.episodes_per_instance(),
-    };
-    Ok(plugin
-        .with_limits(limits)
-        .with_policy(SandboxPolicy {
-            read_only_dirs,
-            network,
-        })?
-        .with_episodes_per_instance(episodes_per_instance))
+    if config.episodes_per_instance == Some(0) {
+        bail!("episodes_per_instance must be at least 1 (1: a fresh sandbox per episode)");
+    }
+    let plugin = plugin.with_limits(limits).with_policy(SandboxPolicy {
+        read_only_dirs,
+        network,
+    })?;
+    Ok(match config.episodes_per_instance {
+        Some(episodes) => plugin.with_episodes_per_instance(episodes),
+        None => plugin,
+    })
 }
 
 /// Routes `plugin`'s tool calls to `tools` when it declares any; a declared

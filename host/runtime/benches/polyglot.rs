@@ -70,20 +70,17 @@ fn main() {
         let step = median(runs, || {
             assert_eq!(env.step(action).expect("step").reward, 1.0);
         });
-        let episode = median(runs, || {
-            let mut env = plugin.create_env(&json!({}), &extras).expect("create");
-            env.init(&prompt).expect("init");
-            env.step(action).expect("step");
-            env.close().expect("close");
-        });
+        let episode_on = |plugin: &Plugin| {
+            median(runs, || {
+                let mut env = plugin.create_env(&json!({}), &extras).expect("create");
+                env.init(&prompt).expect("init");
+                env.step(action).expect("step");
+                env.close().expect("close");
+            })
+        };
+        let episode = episode_on(&plugin);
         // The same episode with sandboxes reused (episodes_per_instance).
-        let reusing = plugin.clone().with_episodes_per_instance(u32::MAX);
-        let reused = median(runs, || {
-            let mut env = reusing.create_env(&json!({}), &extras).expect("create");
-            env.init(&prompt).expect("init");
-            env.step(action).expect("step");
-            env.close().expect("close");
-        });
+        let reused = episode_on(&plugin.clone().with_episodes_per_instance(u32::MAX));
         let vs_rust = *rust_episode.get_or_insert(episode);
         println!(
             "{language:<11} {:>9.2} {:>12.0} {:>10.1} {:>11.3} ms {:>10.1} {:>8.3} ({:.1}x rust) {:>8.3} ({:.1}x faster)",
