@@ -24,6 +24,7 @@ pub mod custom_templates;
 pub mod engine;
 pub mod error;
 pub mod hub;
+pub mod intra_op;
 pub mod kv_cache;
 pub mod layers;
 pub mod lora;

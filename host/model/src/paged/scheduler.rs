@@ -14,6 +14,7 @@ use super::sampler::{sample_rows, Row};
 use super::sequence::Sequence;
 use super::{EngineSettings, EngineStats, SeqId, SeqRequest, SeqUpdate};
 use crate::error::{ModelError, Result};
+use crate::intra_op::{projection_work, SingleThread};
 use crate::model::CausalLm;
 use crate::sampling::PromptTokenLogprob;
 use crate::tokenizer::Tokenizer;
@@ -254,7 +255,10 @@ impl Core {
                     blocks: &seq.blocks,
                 })
                 .collect();
+            let work = projection_work(model.config(), decoding as i64);
+            let threads = SingleThread::for_work(work, model.device());
             let logits = forward_decode(model, &pool.kv, &mut pool.rows, &decode_rows);
+            drop(threads);
             drop(decode_rows);
             for i in 0..decoding {
                 self.running[i].computed += 1;
@@ -288,7 +292,12 @@ impl Core {
                 .collect();
             let fed: u64 = chunks.iter().map(|c| c.tokens.len() as u64).sum();
             self.stats.prefill_tokens_computed += fed;
+            // Rows are padded to the longest chunk.
+            let longest = chunks.iter().map(|c| c.tokens.len()).max().unwrap_or(0);
+            let work = projection_work(model.config(), (chunks.len() * longest) as i64);
+            let threads = SingleThread::for_work(work, model.device());
             let out = forward_chunks(model, pool, &chunks);
+            drop(threads);
             for (row, &i) in leaders.iter().enumerate() {
                 let seq = &mut self.running[first_admitted + i];
                 if let Some(all) = &out.all[row] {
