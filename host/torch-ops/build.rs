@@ -11,6 +11,8 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=shim/torch_ops.cpp");
     println!("cargo:rerun-if-changed=shim/torch_ops.h");
+    println!("cargo:rerun-if-changed=shim/shim_common.h");
+    println!("cargo:rerun-if-changed=shim/decode_attention.cpp");
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     let lib = PathBuf::from(env::var("DEP_TCH_LIBTORCH_LIB").expect(
         "torch-sys did not export DEP_TCH_LIBTORCH_LIB (is LIBTORCH set? source .deps/env.sh)",
@@ -26,6 +28,7 @@ fn main() {
         .cpp(true)
         .std("c++17")
         .file("shim/torch_ops.cpp")
+        .file("shim/decode_attention.cpp")
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         // -isystem: torch's headers are noisy under -Wall -Wextra; ours are not.
         .flag("-isystem")

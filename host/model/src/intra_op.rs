@@ -10,7 +10,7 @@
 //! small models, or of few sequences, are made of such products.
 //!
 //! The switch is local to the calling thread: OpenMP's thread-count ICV
-//! (`omp_set_num_threads`) and MKL's `mkl_set_num_threads_local`, both looked
+//! (`omp_set_num_threads`) and MKL's `MKL_Set_Num_Threads_Local`, both looked
 //! up at run time (absent, e.g. in a libtorch without OpenMP or MKL, nothing
 //! changes). libtorch's process-wide default (`at::set_num_threads`) is not
 //! touched, so a trainer on another thread keeps its threads. Results do not
@@ -24,6 +24,7 @@ use std::sync::OnceLock;
 use tch::Device;
 
 use crate::config::ModelConfig;
+use crate::model::CausalLm;
 
 /// Below this many multiply-adds in a forward's largest projection, the
 /// forward runs on one intra-op thread (see the module docs for the figures).
@@ -78,14 +79,26 @@ fn switch() -> Option<&'static Switch> {
 }
 
 /// Multiply-adds of the largest projection when `rows` token positions go
-/// through `config`'s model.
-pub fn projection_work(config: &ModelConfig, rows: i64) -> i64 {
-    let widest = config
+/// through `config`'s model and `head_rows` of them through its LM head
+/// (prefill runs the head on last positions only).
+pub fn projection_work(config: &ModelConfig, rows: i64, head_rows: i64) -> i64 {
+    let body = config
         .intermediate_size
-        .max(config.num_attention_heads * config.head_dim())
-        .max(config.vocab_size);
-    rows.saturating_mul(config.hidden_size)
-        .saturating_mul(widest)
+        .max(config.num_attention_heads * config.head_dim());
+    let body_work = rows.saturating_mul(config.hidden_size).saturating_mul(body);
+    let head_work = head_rows
+        .saturating_mul(config.hidden_size)
+        .saturating_mul(config.vocab_size);
+    body_work.max(head_work)
+}
+
+/// Runs `forward` of `rows` positions (`head_rows` of them through the LM
+/// head) on one intra-op thread when its largest projection is below
+/// [`SINGLE_THREAD_MAX_WORK`], on the thread's usual count otherwise.
+pub fn run_sized<T>(model: &CausalLm, rows: i64, head_rows: i64, forward: impl FnOnce() -> T) -> T {
+    let work = projection_work(model.config(), rows, head_rows);
+    let _threads = SingleThread::for_work(work, model.device());
+    forward()
 }
 
 /// While alive, the creating thread runs torch ops on one thread; dropping it

@@ -1,5 +1,7 @@
 //! Building blocks of the decoder: RMSNorm, SwiGLU MLP, grouped-query attention.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
@@ -186,6 +188,17 @@ impl Module for Mlp {
     }
 }
 
+/// Whether decode steps on CPU in fp32 attend through SDPA instead of
+/// [`skyrl_torch_ops::decode_attention`] (for benchmarks that compare them).
+static SDPA_FOR_DECODE: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later decode step of this process attend through SDPA (`true`)
+/// or, on CPU in fp32, through the one-pass decode kernel (`false`, the
+/// default). The rollout benchmark's `--decode-attention sdpa` sets it.
+pub fn set_sdpa_for_decode(yes: bool) {
+    SDPA_FOR_DECODE.store(yes, Ordering::Relaxed);
+}
+
 /// Multi-head attention with grouped key/value heads and rotary embeddings.
 #[derive(Debug)]
 pub struct Attention {
@@ -266,12 +279,24 @@ impl Attention {
             Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal, scale, gqa)
         };
         let out = match mask {
-            AttnMask::Additive(mask) if groups > 1 && t == 1 => {
+            AttnMask::Additive(mask) if t == 1 => {
                 // Decoding: the query heads sharing a kv head become that head's
-                // query rows (faster than `enable_gqa` for one query).
+                // query rows. fp32 on CPU reads the keys and values once (SDPA
+                // copies them for BLAS first).
                 let q = q.reshape([b, self.num_kv_heads, groups, self.head_dim]);
-                let mask = mask.expand([b, 1, groups, mask.size()[3]], false);
-                sdpa(&q, Some(&mask), false, false).reshape([b, self.num_heads, 1, self.head_dim])
+                let s = mask.size()[3];
+                let keys_mask = mask.expand([b, 1, 1, s], false).view([b, s]);
+                let out = if !SDPA_FOR_DECODE.load(Ordering::Relaxed)
+                    && skyrl_torch_ops::decode_attention_applies(&q, &k, &v, &keys_mask)
+                {
+                    skyrl_torch_ops::decode_attention(&q, &k, &v, &keys_mask, scale)
+                        .expect("operands checked")
+                } else {
+                    // Faster than `enable_gqa` for one query.
+                    let mask = mask.expand([b, 1, groups, s], false);
+                    sdpa(&q, Some(&mask), false, false)
+                };
+                out.reshape([b, self.num_heads, 1, self.head_dim])
             }
             AttnMask::Additive(mask) => sdpa(&q, Some(mask), false, groups > 1),
             AttnMask::Causal => sdpa(&q, None, true, groups > 1),

@@ -2,6 +2,7 @@
 // scaling, and a chunked LM-head log-prob autograd Function. See
 // torch_ops.h for the C contract; the Rust side (src/) owns the checks.
 #include "torch_ops.h"
+#include "shim_common.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -14,52 +15,12 @@
 
 namespace {
 
+using skyrl_shim::give;
+using skyrl_shim::guard;
+using skyrl_shim::tensor_ref;
+using skyrl_shim::tensors;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-char* dup_message(const std::string& s) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  if (p != nullptr) {
-    std::memcpy(p, s.data(), s.size());
-    p[s.size()] = '\0';
-  }
-  return p;
-}
-
-int fail(char** err, const std::string& message) {
-  if (err != nullptr) {
-    *err = dup_message(message);
-  }
-  return 1;
-}
-
-// Runs f; any C++ exception becomes an error code plus message.
-template <class F>
-int guard(char** err, F&& f) {
-  try {
-    f();
-    return 0;
-  } catch (const c10::Error& e) {
-    return fail(err, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return fail(err, e.what());
-  } catch (...) {
-    return fail(err, "unknown C++ exception");
-  }
-}
-
-std::vector<at::Tensor> tensors(const void* const* ptrs, size_t n) {
-  std::vector<at::Tensor> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(*static_cast<const at::Tensor*>(ptrs[i]));
-  }
-  return out;
-}
-
-const at::Tensor& tensor_ref(const void* p) { return *static_cast<const at::Tensor*>(p); }
-
-void* give(at::Tensor t) { return new at::Tensor(std::move(t)); }
 
 // Logits of rows [start, start + len) in fp32, divided by the temperature.
 at::Tensor chunk_logits(const at::Tensor& hidden, const at::Tensor& weight, int64_t start,

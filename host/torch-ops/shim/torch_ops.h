@@ -49,6 +49,14 @@ int skyrl_chunked_logprobs(const void* hidden, const void* weight, const void* t
                            double temperature, int64_t chunk, int with_entropy, int keep,
                            void** logprobs, void** entropy, char** err);
 
+/* Attention of one query position per row (decode), CPU fp32 only:
+ * q [B, Hkv, G, D] (the G query heads sharing each key/value head), keys and
+ * values [B, Hkv, S, D] with the same strides and D contiguous, an additive
+ * mask [B, S] (-inf: masked, skipped). *out: [B, Hkv, G, D] fp32, the
+ * softmax(q k^T * scale + mask) v of each query head. */
+int skyrl_decode_attention(const void* q, const void* k, const void* v, const void* mask,
+                           double scale, void** out, char** err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,15 @@ extern "C" {
         entropy: *mut *mut c_void,
         err: *mut *mut c_char,
     ) -> c_int;
+    pub(crate) fn skyrl_decode_attention(
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        mask: *const c_void,
+        scale: f64,
+        out: *mut *mut c_void,
+        err: *mut *mut c_char,
+    ) -> c_int;
 }
 
 /// Calls `f` with an error out-pointer and turns a failure code into its message.

@@ -8,12 +8,16 @@
 //! * [`chunked_logprobs`]: next-token log-probs (and entropy) of hidden
 //!   states through the LM head, a chunk of rows at a time, as an autograd
 //!   Function whose backward recomputes each chunk's logits, so full
-//!   `[tokens, vocab]` logits never exist.
+//!   `[tokens, vocab]` logits never exist;
+//! * [`decode_attention`]: attention of one query per row on CPU in fp32,
+//!   reading each key and value once (SDPA's BLAS path copies them first).
 
+mod decode_attention;
 mod ffi;
 mod logprobs;
 mod multi_tensor;
 
+pub use decode_attention::{decode_attention, decode_attention_applies};
 pub use logprobs::{chunked_logprobs, ChunkedLogprobs, HeadChunking};
 pub use multi_tensor::{foreach_mul_, foreach_norm, fused_adamw_, AdamWStep};
 

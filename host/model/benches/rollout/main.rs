@@ -92,6 +92,10 @@ pub struct Args {
     /// Seed of prompts, lengths, arrivals and sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How the Rust engines attend in CPU fp32 decode steps: `kernel` (the
+    /// one-pass decode kernel) or `sdpa` (libtorch's SDPA, as before it).
+    #[arg(long, default_value = "kernel", value_parser = ["kernel", "sdpa"])]
+    pub decode_attention: String,
     /// Skip the Hugging Face side.
     #[arg(long)]
     pub no_hf: bool,
@@ -226,6 +230,7 @@ fn main() -> Result<()> {
         std::process::exit(status.code().unwrap_or(1));
     }
     tch::set_num_threads(args.threads);
+    skyrl_model::layers::set_sdpa_for_decode(args.decode_attention == "sdpa");
     let sizes = args.sizes();
     let device = args.device()?;
     let (kind, dtype) = args.kind()?;

@@ -43,12 +43,13 @@ pub fn header(args: &Args, sizes: &Sizes) {
     );
     println!(
         "threads: {} torch intra-op threads on every side (OMP_NUM_THREADS={}, OMP_WAIT_POLICY={}), \
-         device {}, dtype {}",
+         device {}, dtype {}, decode attention: {}",
         args.threads,
         std::env::var("OMP_NUM_THREADS").unwrap_or_default(),
         std::env::var("OMP_WAIT_POLICY").unwrap_or_default(),
         args.device,
-        args.dtype
+        args.dtype,
+        args.decode_attention
     );
     println!(
         "sizes{}: GRPO {} prompts x {} samples, {}-token prompts, {} new tokens, max_num_seqs {:?}; \

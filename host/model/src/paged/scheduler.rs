@@ -14,7 +14,7 @@ use super::sampler::{sample_rows, Row};
 use super::sequence::Sequence;
 use super::{EngineSettings, EngineStats, SeqId, SeqRequest, SeqUpdate};
 use crate::error::{ModelError, Result};
-use crate::intra_op::{projection_work, SingleThread};
+use crate::intra_op;
 use crate::model::CausalLm;
 use crate::sampling::PromptTokenLogprob;
 use crate::tokenizer::Tokenizer;
@@ -255,10 +255,10 @@ impl Core {
                     blocks: &seq.blocks,
                 })
                 .collect();
-            let work = projection_work(model.config(), decoding as i64);
-            let threads = SingleThread::for_work(work, model.device());
-            let logits = forward_decode(model, &pool.kv, &mut pool.rows, &decode_rows);
-            drop(threads);
+            let n = decoding as i64;
+            let logits = intra_op::run_sized(model, n, n, || {
+                forward_decode(model, &pool.kv, &mut pool.rows, &decode_rows)
+            });
             drop(decode_rows);
             for i in 0..decoding {
                 self.running[i].computed += 1;
@@ -294,10 +294,19 @@ impl Core {
             self.stats.prefill_tokens_computed += fed;
             // Rows are padded to the longest chunk.
             let longest = chunks.iter().map(|c| c.tokens.len()).max().unwrap_or(0);
-            let work = projection_work(model.config(), (chunks.len() * longest) as i64);
-            let threads = SingleThread::for_work(work, model.device());
-            let out = forward_chunks(model, pool, &chunks);
-            drop(threads);
+            // The LM head runs once over every chunk's last position, and
+            // once per chunk that wants prompt logprobs over its positions.
+            let head_rows = chunks
+                .iter()
+                .filter(|c| c.all_logits)
+                .map(|c| c.tokens.len())
+                .fold(chunks.len(), usize::max);
+            let out = intra_op::run_sized(
+                model,
+                (chunks.len() * longest) as i64,
+                head_rows as i64,
+                || forward_chunks(model, pool, &chunks),
+            );
             for (row, &i) in leaders.iter().enumerate() {
                 let seq = &mut self.running[first_admitted + i];
                 if let Some(all) = &out.all[row] {
