@@ -284,6 +284,65 @@ fn decode_rows_survive_joins_leaves_and_growth() {
 }
 
 #[test]
+fn decode_steps_split_across_threads_match_each_sequence_alone() {
+    // Two intra-op threads: the tiny model's decode steps are small, so the
+    // engine splits their rows across two threads (at least 4 rows a part).
+    tch::set_num_threads(2);
+    let (tmp, model, tokenizer) = setup();
+    let engine = engine(&model, &tmp, settings(4, 1 << 15, &model));
+    let base = prompts(&tokenizer);
+    let greedy = |n| SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(n)
+    };
+    // Assorted lengths: rows leave at different steps, so rows move from one
+    // part to the other, and the batch falls back to one part at the end.
+    let requests: Vec<(Vec<i64>, usize)> = (0..12)
+        .map(|i| (base[i % base.len()].clone(), 10 + 7 * i))
+        .collect();
+    let ids: Vec<_> = requests
+        .iter()
+        .map(|(prompt, max_tokens)| {
+            let request = SeqRequest {
+                prompt: prompt.clone(),
+                stream: SampleStream { seed: 1, index: 0 },
+                params: Arc::new(greedy(*max_tokens)),
+            };
+            engine.submit(request).unwrap()
+        })
+        .collect();
+    let mut done = std::collections::HashMap::new();
+    while engine.has_unfinished() {
+        for u in engine.step().unwrap() {
+            if let Some(c) = u.finished {
+                done.insert(u.id, c);
+            }
+        }
+    }
+    for (i, ((prompt, max_tokens), id)) in requests.iter().zip(&ids).enumerate() {
+        let alone = generate_with_streams(
+            &model,
+            Some(&tokenizer),
+            std::slice::from_ref(prompt),
+            &SampleStream::sequence(Some(1), 1),
+            &greedy(*max_tokens),
+            1,
+        )
+        .unwrap();
+        let got = &done[id];
+        assert_eq!(got.token_ids, alone[0].token_ids, "sequence {i}");
+        assert_logprobs_close(std::slice::from_ref(got), &alone);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 2 {
+        assert!(
+            engine.stats().parallel_decode_steps > 0,
+            "no decode step was split on {cores} cores"
+        );
+    }
+}
+
+#[test]
 fn penalties_and_logprob_reports() {
     let (tmp, model, tokenizer) = setup();
     let engine = engine(&model, &tmp, settings(4, 1 << 14, &model));

@@ -35,8 +35,10 @@ pub struct GrpoResult {
     /// Prompt tokens the paged engine ran through the model, and those it shared.
     pub prefill_tokens_computed: u64,
     pub prefill_tokens_reused: u64,
-    /// Engine steps and preemptions (KV pool ran dry) of the paged run.
+    /// Engine steps, decode steps split across threads, and preemptions (KV
+    /// pool ran dry) of the paged run.
     pub steps: u64,
+    pub parallel_decode_steps: u64,
     pub preemptions: u64,
     pub static_batch: Option<Timed>,
     pub hf: Option<HfResult>,
@@ -164,6 +166,7 @@ pub fn run(
         prefill_tokens_computed: delta(|s| s.prefill_tokens_computed),
         prefill_tokens_reused: delta(|s| s.prefill_tokens_reused),
         steps: delta(|s| s.steps),
+        parallel_decode_steps: delta(|s| s.parallel_decode_steps),
         preemptions: delta(|s| s.preemptions),
         static_batch,
         hf,

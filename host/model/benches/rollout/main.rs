@@ -96,6 +96,10 @@ pub struct Args {
     /// one-pass decode kernel) or `sdpa` (libtorch's SDPA, as before it).
     #[arg(long, default_value = "kernel", value_parser = ["kernel", "sdpa"])]
     pub decode_attention: String,
+    /// Keep every decode step of the Rust engines on one thread instead of
+    /// splitting small steps' rows across threads.
+    #[arg(long)]
+    pub no_split_decode: bool,
     /// Skip the Hugging Face side.
     #[arg(long)]
     pub no_hf: bool,
@@ -231,6 +235,7 @@ fn main() -> Result<()> {
     }
     tch::set_num_threads(args.threads);
     skyrl_model::layers::set_sdpa_for_decode(args.decode_attention == "sdpa");
+    skyrl_model::paged::set_split_decode(!args.no_split_decode);
     let sizes = args.sizes();
     let device = args.device()?;
     let (kind, dtype) = args.kind()?;

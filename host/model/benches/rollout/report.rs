@@ -43,13 +43,14 @@ pub fn header(args: &Args, sizes: &Sizes) {
     );
     println!(
         "threads: {} torch intra-op threads on every side (OMP_NUM_THREADS={}, OMP_WAIT_POLICY={}), \
-         device {}, dtype {}, decode attention: {}",
+         device {}, dtype {}, decode attention: {}, split decode steps: {}",
         args.threads,
         std::env::var("OMP_NUM_THREADS").unwrap_or_default(),
         std::env::var("OMP_WAIT_POLICY").unwrap_or_default(),
         args.device,
         args.dtype,
-        args.decode_attention
+        args.decode_attention,
+        !args.no_split_decode
     );
     println!(
         "sizes{}: GRPO {} prompts x {} samples, {}-token prompts, {} new tokens, max_num_seqs {:?}; \
@@ -141,8 +142,8 @@ pub fn grpo(r: &GrpoResult) {
         100.0 * r.prefill_saved()
     );
     println!(
-        "  paged engine: {} steps, {} preemptions",
-        r.steps, r.preemptions
+        "  paged engine: {} steps ({} decode steps split across threads), {} preemptions",
+        r.steps, r.parallel_decode_steps, r.preemptions
     );
 }
 

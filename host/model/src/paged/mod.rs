@@ -16,10 +16,14 @@
 //!   changes: without a paged-attention kernel, gathering every row's blocks
 //!   on every step would cost as much as attention itself. The copy costs up
 //!   to the running sequences' KV again in memory, outside the pool budget.
+//! - On CPU, a decode step too small for intra-op threads is split: its rows
+//!   run in parts, side by side on rayon workers, one intra-op thread each,
+//!   each part with its own row copy ([`parts`]).
 
 mod blocks;
 mod forward;
 mod kv;
+mod parts;
 mod rows;
 mod sampler;
 mod scheduler;
@@ -32,6 +36,7 @@ use crate::error::{ModelError, Result};
 use crate::model::CausalLm;
 use crate::sampling::{Completion, SamplingParams};
 
+pub use parts::set_split_decode;
 pub use scheduler::Core;
 
 /// Engine sizing (vLLM's names).
@@ -167,6 +172,8 @@ pub struct EngineStats {
     pub decode_tokens: u64,
     /// Steps run.
     pub steps: u64,
+    /// Decode steps whose rows were split across threads (see `paged/parts.rs`).
+    pub parallel_decode_steps: u64,
     /// Sequences preempted (their KV freed, recomputed later).
     pub preemptions: u64,
     /// Blocks in the pool (the padding block excluded).

@@ -45,11 +45,6 @@ pub struct RowCache {
 }
 
 impl RowCache {
-    /// Drops every row (the next decode step gathers them again).
-    pub fn clear(&mut self) {
-        *self = RowCache::default();
-    }
-
     /// Makes the cache hold exactly `rows`, in order, with room for one more
     /// position each: keeps it when it already does, carries over rows that
     /// stay, and gathers the others from `pool`.

@@ -9,7 +9,8 @@ use tch::Tensor;
 use super::blocks::{chain_hash, BlockAllocator};
 use super::forward::{forward_chunks, Chunk};
 use super::kv::KvPool;
-use super::rows::{forward_decode, DecodeRow, RowCache};
+use super::parts::DecodeParts;
+use super::rows::DecodeRow;
 use super::sampler::{sample_rows, Row};
 use super::sequence::Sequence;
 use super::{EngineSettings, EngineStats, SeqId, SeqRequest, SeqUpdate};
@@ -24,8 +25,8 @@ use crate::tokenizer::Tokenizer;
 struct Pool {
     kv: KvPool,
     blocks: BlockAllocator,
-    /// The decode rows' keys and values, contiguous.
-    rows: RowCache,
+    /// The decode rows' keys and values, contiguous, per part of the batch.
+    rows: DecodeParts,
 }
 
 /// Sequences in flight and the block pool (see the [module docs](super)).
@@ -198,7 +199,7 @@ impl Core {
             self.pool = Some(Pool {
                 kv: KvPool::new(model, n, self.settings.block_size),
                 blocks: BlockAllocator::new(n),
-                rows: RowCache::default(),
+                rows: DecodeParts::default(),
             });
             self.stats.kv_blocks_total = n - 1;
         }
@@ -255,10 +256,10 @@ impl Core {
                     blocks: &seq.blocks,
                 })
                 .collect();
-            let n = decoding as i64;
-            let logits = intra_op::run_sized(model, n, n, || {
-                forward_decode(model, &pool.kv, &mut pool.rows, &decode_rows)
-            });
+            let (logits, parts) = pool.rows.forward(model, &pool.kv, &decode_rows);
+            if parts > 1 {
+                self.stats.parallel_decode_steps += 1;
+            }
             drop(decode_rows);
             for i in 0..decoding {
                 self.running[i].computed += 1;
