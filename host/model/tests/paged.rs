@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::perturbed_tiny;
 use skyrl_model::{
     generate_with_streams, Arch, CausalLm, Completion, EngineSettings, InferenceEngine,
-    SampleStream, SamplingParams, SeqRequest, StopMatch, Tokenizer,
+    SampleStream, SamplingParams, SeqId, SeqRequest, StopMatch, Tokenizer,
 };
 
 fn setup() -> (tempfile::TempDir, CausalLm, Tokenizer) {
@@ -64,14 +64,44 @@ fn assert_logprobs_close(a: &[Completion], b: &[Completion]) {
     }
 }
 
+/// Greedy `max_tokens` from each prompt, ignoring EOS.
+fn greedy(max_tokens: usize) -> SamplingParams {
+    SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(max_tokens)
+    }
+}
+
+/// Asserts that each `(prompt, max_tokens)` completion in `done` (by id)
+/// equals the prompt decoded alone, greedily, by the static engine.
+fn assert_each_matches_alone(
+    model: &CausalLm,
+    tokenizer: &Tokenizer,
+    requests: &[(Vec<i64>, usize)],
+    ids: &[SeqId],
+    done: &std::collections::HashMap<SeqId, Completion>,
+) {
+    for (i, ((prompt, max_tokens), id)) in requests.iter().zip(ids).enumerate() {
+        let alone = generate_with_streams(
+            model,
+            Some(tokenizer),
+            std::slice::from_ref(prompt),
+            &SampleStream::sequence(Some(1), 1),
+            &greedy(*max_tokens),
+            1,
+        )
+        .unwrap();
+        let got = &done[id];
+        assert_eq!(got.token_ids, alone[0].token_ids, "sequence {i}");
+        assert_logprobs_close(std::slice::from_ref(got), &alone);
+    }
+}
+
 #[test]
 fn greedy_matches_the_static_engine_even_under_preemption() {
     let (tmp, model, tokenizer) = setup();
     let prompts = prompts(&tokenizer);
-    let params = SamplingParams {
-        ignore_eos: true,
-        ..SamplingParams::greedy(40)
-    };
+    let params = greedy(40);
     let streams = SampleStream::sequence(Some(1), prompts.len());
     let reference =
         generate_with_streams(&model, Some(&tokenizer), &prompts, &streams, &params, 8).unwrap();
@@ -163,10 +193,7 @@ fn a_later_turn_reuses_the_cached_conversation() {
     let turn1 = tokenizer
         .encode("User: hello there. Assistant:", false)
         .unwrap();
-    let params = SamplingParams {
-        ignore_eos: true,
-        ..SamplingParams::greedy(10)
-    };
+    let params = greedy(10);
     let first = engine
         .generate(std::slice::from_ref(&turn1), &params)
         .unwrap();
@@ -202,10 +229,7 @@ fn sequences_join_and_leave_the_running_batch() {
             .submit(SeqRequest {
                 prompt: tokenizer.encode(text, false).unwrap(),
                 stream: SampleStream { seed: 1, index: 0 },
-                params: Arc::new(SamplingParams {
-                    ignore_eos: true,
-                    ..SamplingParams::greedy(max_tokens)
-                }),
+                params: Arc::new(greedy(max_tokens)),
             })
             .unwrap()
     };
@@ -241,10 +265,6 @@ fn decode_rows_survive_joins_leaves_and_growth() {
     let prompts = prompts(&tokenizer);
     let max_tokens = [150, 20, 140, 60, 300];
     let join_at = [0, 0, 3, 10, 25];
-    let greedy = |n| SamplingParams {
-        ignore_eos: true,
-        ..SamplingParams::greedy(n)
-    };
     let mut ids = vec![None; prompts.len()];
     let mut done = std::collections::HashMap::new();
     for step in 0.. {
@@ -267,20 +287,9 @@ fn decode_rows_survive_joins_leaves_and_growth() {
             break;
         }
     }
-    for (i, prompt) in prompts.iter().enumerate() {
-        let alone = generate_with_streams(
-            &model,
-            Some(&tokenizer),
-            std::slice::from_ref(prompt),
-            &SampleStream::sequence(Some(1), 1),
-            &greedy(max_tokens[i]),
-            1,
-        )
-        .unwrap();
-        let got = &done[&ids[i].unwrap()];
-        assert_eq!(got.token_ids, alone[0].token_ids, "prompt {i}");
-        assert_logprobs_close(std::slice::from_ref(got), &alone);
-    }
+    let requests: Vec<(Vec<i64>, usize)> = prompts.into_iter().zip(max_tokens).collect();
+    let ids: Vec<SeqId> = ids.into_iter().map(Option::unwrap).collect();
+    assert_each_matches_alone(&model, &tokenizer, &requests, &ids, &done);
 }
 
 #[test]
@@ -291,10 +300,6 @@ fn decode_steps_split_across_threads_match_each_sequence_alone() {
     let (tmp, model, tokenizer) = setup();
     let engine = engine(&model, &tmp, settings(4, 1 << 15, &model));
     let base = prompts(&tokenizer);
-    let greedy = |n| SamplingParams {
-        ignore_eos: true,
-        ..SamplingParams::greedy(n)
-    };
     // Assorted lengths: rows leave at different steps, so rows move from one
     // part to the other, and the batch falls back to one part at the end.
     let requests: Vec<(Vec<i64>, usize)> = (0..12)
@@ -319,20 +324,7 @@ fn decode_steps_split_across_threads_match_each_sequence_alone() {
             }
         }
     }
-    for (i, ((prompt, max_tokens), id)) in requests.iter().zip(&ids).enumerate() {
-        let alone = generate_with_streams(
-            &model,
-            Some(&tokenizer),
-            std::slice::from_ref(prompt),
-            &SampleStream::sequence(Some(1), 1),
-            &greedy(*max_tokens),
-            1,
-        )
-        .unwrap();
-        let got = &done[id];
-        assert_eq!(got.token_ids, alone[0].token_ids, "sequence {i}");
-        assert_logprobs_close(std::slice::from_ref(got), &alone);
-    }
+    assert_each_matches_alone(&model, &tokenizer, &requests, &ids, &done);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores >= 2 {
         assert!(

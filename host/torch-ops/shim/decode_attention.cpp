@@ -81,44 +81,28 @@ SKYRL_INLINE void axpy(float* y, float a, const float* x, int64_t n) {
   }
 }
 
-// Scores of rows [begin, end) of the flattened (B, Hkv) pairs.
-SKYRL_INLINE void scores_body(const Operands& o, int64_t begin, int64_t end) {
+// Scores of keys [from, S) of one row: every query head against each key.
+SKYRL_INLINE void row_scores(const Operands& o, const Row& row, int64_t from) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t r = begin; r < end; ++r) {
-    const Row row = row_at(o, r);
-    const float *q = row.q, *k = row.k, *mask = row.mask;
-    float* scores = row.scores;
-    for (int64_t s = 0; s < o.keys; ++s) {
-      const float m = mask[s];
-      if (m == neg_inf) {
-        for (int64_t g = 0; g < o.groups; ++g) {
-          scores[g * o.keys + s] = neg_inf;
-        }
-        continue;
-      }
-      const float* key = k + s * o.kv_s;
-      for (int64_t g = 0; g < o.groups; ++g) {
-        scores[g * o.keys + s] = dot(q + g * o.dim, key, o.dim) * o.scale + m;
-      }
+  for (int64_t s = from; s < o.keys; ++s) {
+    const float m = row.mask[s];
+    const float* key = row.k + s * o.kv_s;
+    for (int64_t g = 0; g < o.groups; ++g) {
+      row.scores[g * o.keys + s] =
+          m == neg_inf ? neg_inf : dot(row.q + g * o.dim, key, o.dim) * o.scale + m;
     }
   }
 }
 
-// out = probabilities x values for rows [begin, end); `scores` now holds the
-// softmax.
-SKYRL_INLINE void values_body(const Operands& o, int64_t begin, int64_t end) {
-  for (int64_t r = begin; r < end; ++r) {
-    const Row row = row_at(o, r);
-    const float *v = row.v, *p = row.scores;
-    float* out = row.out;
-    std::fill(out, out + o.groups * o.dim, 0.0f);
-    for (int64_t s = 0; s < o.keys; ++s) {
-      const float* value = v + s * o.kv_s;
-      for (int64_t g = 0; g < o.groups; ++g) {
-        const float w = p[g * o.keys + s];
-        if (w != 0.0f) {
-          axpy(out + g * o.dim, w, value, o.dim);
-        }
+// Adds keys [from, S) of one row to its output: probabilities (`scores` now
+// holds the softmax) times values, skipping zero weights (masked keys).
+SKYRL_INLINE void row_values(const Operands& o, const Row& row, int64_t from) {
+  for (int64_t s = from; s < o.keys; ++s) {
+    const float* value = row.v + s * o.kv_s;
+    for (int64_t g = 0; g < o.groups; ++g) {
+      const float w = row.scores[g * o.keys + s];
+      if (w != 0.0f) {
+        axpy(row.out + g * o.dim, w, value, o.dim);
       }
     }
   }
@@ -134,7 +118,7 @@ SKYRL_AVX2 SKYRL_INLINE __m256 sum_lanes8(const __m256 (&a)[8]) {
                        _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// scores_body for a head size that is a multiple of 8: eight keys at a time,
+// Scores of rows [begin, end) for a head size that is a multiple of 8: eight keys at a time,
 // one accumulator each, their sums reduced together.
 SKYRL_AVX2 void scores_avx2(const Operands& o, int64_t begin, int64_t end) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -167,17 +151,11 @@ SKYRL_AVX2 void scores_avx2(const Operands& o, int64_t begin, int64_t end) {
         _mm256_storeu_ps(scores + g * o.keys + s, _mm256_fmadd_ps(sum_lanes8(acc), scale, m));
       }
     }
-    for (int64_t s = whole; s < o.keys; ++s) {
-      const float m = mask[s];
-      for (int64_t g = 0; g < o.groups; ++g) {
-        scores[g * o.keys + s] =
-            m == neg_inf ? neg_inf : dot(q + g * o.dim, k + s * o.kv_s, o.dim) * o.scale + m;
-      }
-    }
+    row_scores(o, row, whole);
   }
 }
 
-// values_body for a head size that is a multiple of 8: eight keys at a time,
+// Outputs of rows [begin, end) for a head size that is a multiple of 8: eight keys at a time,
 // each query head's output chunk kept in a register across them.
 SKYRL_AVX2 void values_avx2(const Operands& o, int64_t begin, int64_t end) {
   const int64_t whole = o.keys / 8 * 8;
@@ -208,20 +186,23 @@ SKYRL_AVX2 void values_avx2(const Operands& o, int64_t begin, int64_t end) {
         }
       }
     }
-    for (int64_t s = whole; s < o.keys; ++s) {
-      const float* value = v + s * o.kv_s;
-      for (int64_t g = 0; g < o.groups; ++g) {
-        const float w = p[g * o.keys + s];
-        if (w != 0.0f) {
-          axpy(out + g * o.dim, w, value, o.dim);
-        }
-      }
-    }
+    row_values(o, row, whole);
   }
 }
 
-void scores_base(const Operands& o, int64_t b, int64_t e) { scores_body(o, b, e); }
-void values_base(const Operands& o, int64_t b, int64_t e) { values_body(o, b, e); }
+// The same for any head size, without intrinsics.
+void scores_base(const Operands& o, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    row_scores(o, row_at(o, r), 0);
+  }
+}
+void values_base(const Operands& o, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    const Row row = row_at(o, r);
+    std::fill(row.out, row.out + o.groups * o.dim, 0.0f);
+    row_values(o, row, 0);
+  }
+}
 
 bool has_avx2_fma() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

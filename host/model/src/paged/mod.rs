@@ -16,9 +16,10 @@
 //!   changes: without a paged-attention kernel, gathering every row's blocks
 //!   on every step would cost as much as attention itself. The copy costs up
 //!   to the running sequences' KV again in memory, outside the pool budget.
-//! - On CPU, a decode step too small for intra-op threads is split: its rows
-//!   run in parts, side by side on rayon workers, one intra-op thread each,
-//!   each part with its own row copy ([`parts`]).
+//! - On CPU, a decode step too small for intra-op threads, or large enough for
+//!   every part to keep 64 rows, is split: its rows run in parts, side by side
+//!   on rayon workers, one intra-op thread each, each part with its own row
+//!   copy ([`parts`]).
 
 mod blocks;
 mod forward;

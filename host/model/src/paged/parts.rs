@@ -8,10 +8,12 @@
 //! intra-op threads, and the step would run on one or has enough rows for
 //! every part to stay compute-bound, its rows are split into contiguous
 //! parts, and each part is decoded on its own rayon worker with one intra-op
-//! thread: the same products, on fewer rows each, side by side. Each part keeps its own [`RowCache`], so a
-//! part's rows stay contiguous between steps; when rows move between parts
-//! (a sequence leaves or joins), the caches carry what they still hold and
-//! gather the rest from the pool, as for any change of the batch.
+//! thread: the same products, on fewer rows each, side by side.
+//!
+//! Each part keeps its own [`RowCache`], so a part's rows stay contiguous
+//! between steps; when rows move between parts (a sequence leaves or joins),
+//! the caches carry what they still hold and gather the rest from the pool,
+//! as for any change of the batch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
